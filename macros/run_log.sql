@@ -1,0 +1,45 @@
+{#- The run log: one row per operator run (SPEC property 6, "visible work"). -#}
+
+{% macro state_schema() %}
+  {{ return(var('incremental_joins_state_schema', target.schema)) }}
+{% endmacro %}
+
+{% macro run_log_relation() %}
+  {{ return(api.Relation.create(schema=incremental_joins.state_schema(), identifier='incremental_joins_run_log', type='table')) }}
+{% endmacro %}
+
+{% macro create_run_log() %}
+  {{ return(adapter.dispatch('create_run_log', 'incremental_joins')()) }}
+{% endmacro %}
+
+{% macro default__create_run_log() %}
+  {%- set relation = incremental_joins.run_log_relation() -%}
+  create schema if not exists {{ relation.schema }};
+  create table if not exists {{ relation }} (
+    run_id string comment 'dbt invocation id',
+    model string comment 'model name',
+    relation string comment 'output relation',
+    operator string comment 'materialization: foreign_key_join, changelog_table, deduplicate, stream_table_join',
+    started_at timestamp,
+    finished_at timestamp,
+    duration_s double,
+    mode string comment 'incremental, full_refresh or fallback',
+    fallback_reason string comment 'why a full recompute was chosen instead of an incremental run',
+    versions_read string comment 'JSON: input relation -> [from version, to version]',
+    rows_read bigint comment 'change rows read from all inputs',
+    affected_keys bigint comment 'output keys recomputed',
+    rows_inserted bigint,
+    rows_updated bigint,
+    rows_deleted bigint,
+    late_records bigint,
+    dropped_duplicates bigint,
+    fan_out bigint comment 'left rows reached through the index by right-side changes'
+  ) using delta
+{% endmacro %}
+
+{# Spark runs one statement per call: split the schema and table DDL. #}
+{% macro spark__create_run_log() %}
+  {%- set relation = incremental_joins.run_log_relation() -%}
+  {% do run_query('create schema if not exists ' ~ relation.schema) %}
+  {{ incremental_joins.default__create_run_log().split(';')[1] }}
+{% endmacro %}
