@@ -44,7 +44,7 @@ scratch:
       method: session
       host: localhost
       schema: {schema}
-      threads: 1
+      threads: 4
 """
 
 
@@ -64,6 +64,7 @@ def scratch_project(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Ca
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(textwrap.dedent(text).lstrip())
         project = DbtProject(tmp_path)
+        project.schema = schema
         project.invoke("deps", "--quiet")
         spark.sql(f"create schema if not exists {schema}")
         return project

@@ -9,6 +9,7 @@ deletion vectors on by default, and Spark's log noise turned down.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -162,6 +163,8 @@ def delta_session(paths: RuntimePaths | None = None):
         builder = builder.config(key, value)
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    # pyspark logs every failed query with its JVM stack trace as JSON; dbt reports the error.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return spark
 
 

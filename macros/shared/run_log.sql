@@ -43,3 +43,23 @@
   {% do run_query('create schema if not exists ' ~ relation.schema) %}
   {{ incremental_joins.default__create_run_log().split(';')[1] }}
 {% endmacro %}
+
+{#- Record one run (SPEC property 6) in the run log and in dbt's log output. `stats` keys are the
+    run log's columns; missing counts are 0. -#}
+{% macro log_run(operator, started_at, stats) %}
+  {%- set duration = (modules.datetime.datetime.utcnow() - started_at).total_seconds() -%}
+  {%- set counts = ['rows_read', 'affected_keys', 'rows_inserted', 'rows_updated', 'rows_deleted', 'late_records', 'dropped_duplicates', 'fan_out'] -%}
+  {%- set values = [] -%}
+  {%- for c in counts -%}{%- do values.append((stats.get(c) or 0) | int) -%}{%- endfor -%}
+  {%- set summary = [] -%}
+  {%- for c in counts if stats.get(c) -%}{%- do summary.append(c ~ '=' ~ stats.get(c)) -%}{%- endfor -%}
+  {{ log(model.name ~ ': ' ~ operator ~ ' ' ~ stats.mode ~ (' (' ~ stats.fallback_reason ~ ')' if stats.get('fallback_reason') else '') ~ ', versions ' ~ tojson(stats.versions_read) ~ ', ' ~ summary | join(', ') ~ ', ' ~ '%.1f' | format(duration) ~ 's', info=true) }}
+  {% call statement('log_run') -%}
+    insert into {{ incremental_joins.run_log_relation() }} values (
+      '{{ invocation_id }}', '{{ model.name }}', '{{ this }}', '{{ operator }}',
+      timestamp'{{ started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}', current_timestamp(), {{ duration }},
+      '{{ stats.mode }}', {{ "'" ~ stats.fallback_reason | replace("'", "") ~ "'" if stats.get('fallback_reason') else 'null' }},
+      '{{ tojson(stats.versions_read) }}', {{ values | join(', ') }}
+    )
+  {%- endcall %}
+{% endmacro %}

@@ -1,0 +1,189 @@
+{#- The two ways a foreign_key_join run computes its output: from the changes (incremental) or
+    from the whole inputs (first run, --full-refresh, or the automatic fallback when the change
+    is large). Both read every input at its pinned version. -#}
+
+{% macro pinned(name, version) %}
+  {{ return('select * from ' ~ name ~ (' version as of ' ~ version if version is not none else '')) }}
+{% endmacro %}
+
+{#- Left key and foreign key of each left row in `left_rows_sql` that has a (non-null) foreign key. -#}
+{% macro fk_index_rows(cfg, left_rows_sql) %}
+  {%- set fk = [] -%}
+  {%- set present = [] -%}
+  {%- for expr in cfg.foreign_key -%}
+    {%- do fk.append('(' ~ expr ~ ') as __ij_fk' ~ loop.index) -%}
+    {%- do present.append('__ij_fk' ~ loop.index ~ ' is not null') -%}
+  {%- endfor -%}
+  {{ return('select * from (select ' ~ incremental_joins.column_list(cfg.left_key) ~ ', ' ~ fk | join(', ') ~ ' from (' ~ left_rows_sql ~ ') as __ij_left) as fk where ' ~ present | join(' and ')) }}
+{% endmacro %}
+
+{% macro fk_columns(cfg) %}
+  {%- set out = [] -%}
+  {%- for _ in cfg.foreign_key -%}{%- do out.append('__ij_fk' ~ loop.index) -%}{%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
+{#- i.__ij_fk1 = c.rk1 and ...: an index row's foreign key equals a right key. -#}
+{% macro fk_matches(cfg, index_alias, right_alias) %}
+  {%- set out = [] -%}
+  {%- for rk in cfg.right_key -%}
+    {%- do out.append(index_alias ~ '.__ij_fk' ~ loop.index ~ ' = ' ~ right_alias ~ '.' ~ adapter.quote(rk)) -%}
+  {%- endfor -%}
+  {{ return(out | join(' and ')) }}
+{% endmacro %}
+
+{% macro check_output_columns(cfg, new_rows_sql) %}
+  {%- set columns = get_column_schema_from_query(new_rows_sql) | map(attribute='name') | list -%}
+  {%- set missing = [] -%}
+  {%- for c in cfg.key_columns if c not in columns -%}{%- do missing.append(c) -%}{%- endfor -%}
+  {%- if missing -%}
+    {{ incremental_joins.config_error('output_key', cfg.output_key, 'needs the output columns ' ~ cfg.key_columns | join(', ') ~ ', but the model does not select ' ~ missing | join(', '), 'start the select list with {{ incremental_joins.output_key() }}') }}
+  {%- endif -%}
+  {{ return(columns) }}
+{% endmacro %}
+
+{% macro fk_join_full(cfg, inputs, versions, existing, index, reason) %}
+  {%- set left_now = incremental_joins.pinned(inputs.left, versions[inputs.left]) -%}
+  {%- set right_now = incremental_joins.pinned(inputs.right, versions[inputs.right]) -%}
+  {%- set new_rows = incremental_joins.with_inputs(sql, inputs, left_now, right_now) -%}
+  {%- do incremental_joins.check_output_columns(cfg, new_rows) -%}
+  {%- do incremental_joins.assert_unique_keys(inputs.left, cfg.left_key, left_now, 'left_key') -%}
+  {%- do incremental_joins.assert_unique_keys(inputs.right, cfg.right_key, right_now, 'right_key') -%}
+  {%- do incremental_joins.pin_versions(versions) -%}
+  {%- if existing is none or should_full_refresh() -%}
+    {%- do incremental_joins.create_output(new_rows, cfg.key_columns) -%}
+    {%- set written = {'inserted': incremental_joins.scalar('select count(*) from ' ~ this), 'updated': 0, 'deleted': 0} -%}
+    {%- set mode = 'full_refresh' -%}
+  {%- else -%}
+    {#- The automatic fallback: everything is the region, still written change-minimally. -#}
+    {%- set staged = incremental_joins.stage('new_rows', new_rows) -%}
+    {%- set stale = 'select t.* from ' ~ this ~ ' as t left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(cfg.key_columns, 't', 'n') -%}
+    {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, adapter.get_columns_in_relation(this) | map(attribute='name') | list, 'main') -%}
+    {%- set mode = 'fallback' -%}
+  {%- endif -%}
+  {%- do incremental_joins.inject_failure('after_output_merge') -%}
+  {%- do incremental_joins.create_table_as(index, incremental_joins.fk_index_rows(cfg, left_now), incremental_joins.fk_columns(cfg)) -%}
+  {%- do incremental_joins.inject_failure('after_index_merge') -%}
+  {%- set total = incremental_joins.scalar('select count(*) from (' ~ left_now ~ ') as l') -%}
+  {{ return({'mode': mode, 'fallback_reason': reason, 'rows_read': total, 'affected_keys': total,
+             'rows_inserted': written.inserted, 'rows_updated': written.updated, 'rows_deleted': written.deleted}) }}
+{% endmacro %}
+
+{#- The output table, created with the full recompute's SQL kept as a table property for the
+    `equals_full_recompute` test. -#}
+{% macro create_output(new_rows, key_columns) %}
+  {%- set recompute = sql | replace('\\', '\\\\') | replace("'", "\\'") -%}
+  {%- call statement('main') -%}
+    create or replace table {{ this }}
+    using delta
+    cluster by ({{ incremental_joins.column_list(key_columns) }})
+    tblproperties ('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = 'true',
+                   'incremental_joins.recompute_sql' = '{{ recompute }}')
+    as {{ new_rows }}
+  {%- endcall -%}
+{% endmacro %}
+
+{% macro fk_join_incremental(cfg, inputs, consumed, versions, plans, existing, index) %}
+  {%- set L, R = inputs.left, inputs.right -%}
+  {%- set left_now = incremental_joins.pinned(L, versions[L]) -%}
+  {%- set right_now = incremental_joins.pinned(R, versions[R]) -%}
+  {%- set left_changed = plans[L].mode != 'unchanged' -%}
+  {%- set right_changed = plans[R].mode != 'unchanged' -%}
+  {%- set lk = cfg.left_key -%}
+  {%- set no_change = {'mode': 'incremental', 'rows_read': 0, 'affected_keys': 0} -%}
+  {%- if not left_changed and not right_changed -%}
+    {%- do incremental_joins.pin_versions(versions) -%}
+    {%- call statement('main') -%}select 'no input changed' as outcome{%- endcall -%}
+    {{ return(no_change) }}
+  {%- endif -%}
+
+  {#- 1. Changed keys of each input, and the affected left keys: changed left rows plus the left
+         rows that reference a changed right key, found through the CombinedKey index. -#}
+  {%- set parts = [] -%}
+  {%- if left_changed -%}
+    {%- set changed_left = incremental_joins.stage('changed_left', incremental_joins.changed_keys_sql(L, lk, plans[L], consumed[L], versions[L])) -%}
+    {%- do parts.append('select ' ~ incremental_joins.column_list(lk) ~ ', true as left_change, false as fan_out from ' ~ changed_left) -%}
+  {%- endif -%}
+  {%- if right_changed -%}
+    {%- set changed_right = incremental_joins.stage('changed_right', incremental_joins.changed_keys_sql(R, cfg.right_key, plans[R], consumed[R], versions[R])) -%}
+    {%- do parts.append('select ' ~ incremental_joins.column_list(lk, 'i') ~ ', false as left_change, true as fan_out from ' ~ index ~ ' as i left semi join ' ~ changed_right ~ ' as c on ' ~ incremental_joins.fk_matches(cfg, 'i', 'c')) -%}
+  {%- endif -%}
+  {%- set affected = incremental_joins.stage('affected_left', 'select ' ~ incremental_joins.column_list(lk) ~ ', max(left_change) as left_change, max(fan_out) as fan_out from (' ~ parts | join(' union all ') ~ ') as a group by all') -%}
+  {%- set counts = run_query('select count(*), coalesce(sum(cast(left_change as int)), 0), coalesce(sum(cast(fan_out and not left_change as int)), 0) from ' ~ affected).rows[0] -%}
+  {%- set right_rows_read = incremental_joins.scalar('select count(*) from ' ~ changed_right) if right_changed else 0 -%}
+
+  {#- 2. Too large a change: recompute everything (still change-minimal), and say why. -#}
+  {%- set left_rows = incremental_joins.scalar('select count(*) from (' ~ left_now ~ ') as l') -%}
+  {%- if counts[0] > cfg.full_recompute_above * left_rows and counts[0] > 0 -%}
+    {%- set reason = counts[0] ~ ' of ' ~ left_rows ~ ' left rows affected, above full_recompute_above=' ~ cfg.full_recompute_above -%}
+    {{ return(incremental_joins.fk_join_full(cfg, inputs, versions, existing, index, reason)) }}
+  {%- endif -%}
+
+  {#- 3. The affected left rows as they are now, and the right rows they (and, for an outer join,
+         the right rows no left row references any more) join to. -#}
+  {%- set left_rows_now = 'select __x.* from (' ~ left_now ~ ') as __x left semi join ' ~ affected ~ ' as __k on ' ~ incremental_joins.keys_match(lk, '__x', '__k') -%}
+  {%- do incremental_joins.assert_unique_keys(L, lk, left_rows_now, 'left_key') -%}
+  {%- set right_keys = ['select ' ~ incremental_joins.fk_columns(cfg) | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, left_rows_now) ~ ') as f'] -%}
+  {%- set affected_right = none -%}
+  {%- if cfg.join_type == 'outer' -%}
+    {%- set affected_right = incremental_joins.outer_affected_right(cfg, L, R, consumed, versions, left_changed, right_changed, changed_left, changed_right) -%}
+    {%- do right_keys.append(incremental_joins.unreferenced_right_keys(cfg, affected_right, index, affected, left_rows_now)) -%}
+  {%- endif -%}
+  {%- set right_rows_now = 'select __y.* from (' ~ right_now ~ ') as __y left semi join (' ~ right_keys | join(' union all ') ~ ') as __rk on ' ~ incremental_joins.fk_matches(cfg, '__rk', '__y') -%}
+  {%- if right_changed -%}
+    {%- do incremental_joins.assert_unique_keys(R, cfg.right_key, 'select __y.* from (' ~ right_now ~ ') as __y left semi join ' ~ changed_right ~ ' as __c on ' ~ incremental_joins.keys_match(cfg.right_key, '__y', '__c'), 'right_key') -%}
+  {%- endif -%}
+
+  {#- 4. Recompute the region and MERGE it into the output, change-minimally. -#}
+  {%- do incremental_joins.pin_versions(versions) -%}
+  {%- set staged = incremental_joins.stage('new_rows', incremental_joins.with_inputs(sql, inputs, left_rows_now, right_rows_now)) -%}
+  {%- set region = 'select t.* from ' ~ this ~ ' as t left semi join ' ~ affected ~ ' as k on ' ~ incremental_joins.keys_match(lk, 't', 'k') -%}
+  {%- if affected_right is not none -%}
+    {%- set no_left = [] -%}
+    {%- for c in lk -%}{%- do no_left.append('t.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
+    {%- set region = region ~ ' union all select t.* from ' ~ this ~ ' as t left semi join ' ~ affected_right ~ ' as r on ' ~ incremental_joins.keys_match(cfg.right_key, 't', 'r') ~ ' where ' ~ no_left | join(' and ') -%}
+  {%- endif -%}
+  {%- set stale = 'select g.* from (' ~ region ~ ') as g left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(cfg.key_columns, 'g', 'n') -%}
+  {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, adapter.get_columns_in_relation(this) | map(attribute='name') | list, 'main') -%}
+  {%- do incremental_joins.inject_failure('after_output_merge') -%}
+
+  {#- 5. Keep the CombinedKey index current for the changed left rows. -#}
+  {%- if left_changed -%}
+    {%- set changed_now = 'select __x.* from (' ~ left_now ~ ') as __x left semi join ' ~ changed_left ~ ' as __c on ' ~ incremental_joins.keys_match(lk, '__x', '__c') -%}
+    {%- set new_index = incremental_joins.fk_index_rows(cfg, changed_now) -%}
+    {%- set stale_index = 'select i.* from ' ~ index ~ ' as i left semi join ' ~ changed_left ~ ' as c on ' ~ incremental_joins.keys_match(lk, 'i', 'c') ~ ' left anti join (' ~ new_index ~ ') as n on ' ~ incremental_joins.keys_match(lk, 'i', 'n') -%}
+    {%- do incremental_joins.merge_changes(index, new_index, stale_index, lk, lk + incremental_joins.fk_columns(cfg)) -%}
+  {%- endif -%}
+  {%- do incremental_joins.inject_failure('after_index_merge') -%}
+  {{ return({'mode': 'incremental', 'rows_read': counts[1] + right_rows_read, 'affected_keys': counts[0], 'fan_out': counts[2],
+             'rows_inserted': written.inserted, 'rows_updated': written.updated, 'rows_deleted': written.deleted}) }}
+{% endmacro %}
+
+{#- Outer join: right keys whose "no left row references me" row may appear or vanish — changed
+    right keys, and the old and new foreign keys of changed left rows. -#}
+{% macro outer_affected_right(cfg, L, R, consumed, versions, left_changed, right_changed, changed_left, changed_right) %}
+
+  {%- set rk_cols = [] -%}
+  {%- for rk in cfg.right_key -%}{%- do rk_cols.append('__ij_fk' ~ loop.index ~ ' as ' ~ adapter.quote(rk)) -%}{%- endfor -%}
+  {%- set parts = [] -%}
+  {%- if right_changed -%}{%- do parts.append('select ' ~ incremental_joins.column_list(cfg.right_key) ~ ' from ' ~ changed_right) -%}{%- endif -%}
+  {%- if left_changed -%}
+    {%- for v in [consumed[L], versions[L]] -%}
+      {%- set rows = 'select __x.* from (' ~ incremental_joins.pinned(L, v) ~ ') as __x left semi join ' ~ changed_left ~ ' as __c on ' ~ incremental_joins.keys_match(cfg.left_key, '__x', '__c') -%}
+      {%- do parts.append('select ' ~ rk_cols | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, rows) ~ ') as f') -%}
+    {%- endfor -%}
+  {%- endif -%}
+  {{ return(incremental_joins.stage('affected_right', 'select distinct * from (' ~ parts | join(' union all ') ~ ') as r')) }}
+{% endmacro %}
+
+{#- Affected right keys that no left row references now: index entries of unaffected left rows
+    are current, and the affected left rows are read as they are now. -#}
+{% macro unreferenced_right_keys(cfg, affected_right, index, affected, left_rows_now) %}
+  {%- set as_fk = [] -%}
+  {%- for rk in cfg.right_key -%}{%- do as_fk.append('r.' ~ adapter.quote(rk) ~ ' as __ij_fk' ~ loop.index) -%}{%- endfor -%}
+  {%- set kept_index = 'select i.* from ' ~ index ~ ' as i left anti join ' ~ affected ~ ' as k on ' ~ incremental_joins.keys_match(cfg.left_key, 'i', 'k') -%}
+  {%- set now_refs = incremental_joins.fk_index_rows(cfg, left_rows_now) -%}
+  {{ return('select ' ~ as_fk | join(', ') ~ ' from ' ~ affected_right ~ ' as r'
+            ~ ' left anti join (' ~ kept_index ~ ') as i on ' ~ incremental_joins.fk_matches(cfg, 'i', 'r')
+            ~ ' left anti join (' ~ now_refs ~ ') as n on ' ~ incremental_joins.fk_matches(cfg, 'n', 'r')) }}
+{% endmacro %}

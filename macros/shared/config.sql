@@ -1,0 +1,56 @@
+{#- Config resolution shared by every operator: read a key, normalize keys to lists, raise errors
+    that name the model, the key, the value and the fix. -#}
+
+{#- Package keys may sit in `config(...)` or, to keep dbt >= 1.10 on Databricks from warning about
+    unknown config keys, under `config(meta={...})`; meta wins when both are given. -#}
+{% macro config_value(key, default=none) %}
+  {%- set value = none -%}
+  {%- if config.meta_get is defined -%}{%- set value = config.meta_get(key) -%}{%- endif -%}
+  {%- if value is none -%}{%- set value = config.get(key, default) -%}{%- endif -%}
+  {{ return(value) }}
+{% endmacro %}
+
+{% macro _as_list(value) %}
+  {%- if value is none -%}{{ return([]) }}
+  {%- elif value is string -%}{{ return([value]) }}
+  {%- else -%}{{ return(value | list) }}{%- endif -%}
+{% endmacro %}
+
+{% macro config_error(key, value, rule, fix) %}
+  {%- set msg -%}
+{{ model.name }}: config '{{ key }}' ({{ value if value is not none else 'not set' }}) {{ rule }}; {{ fix }}
+  {%- endset -%}
+  {{ exceptions.raise_compiler_error(msg) }}
+{% endmacro %}
+
+{% macro require_config(key) %}
+  {%- set value = incremental_joins._as_list(incremental_joins.config_value(key)) -%}
+  {%- if value | length == 0 -%}
+    {{ incremental_joins.config_error(key, none, 'is required by the ' ~ config.get('materialized') ~ ' materialization', "set it in the model's config(), e.g. " ~ key ~ "='id' or " ~ key ~ "=['a', 'b']") }}
+  {%- endif -%}
+  {{ return(value) }}
+{% endmacro %}
+
+{% macro require_choice(key, allowed, default) %}
+  {%- set value = incremental_joins.config_value(key, default) -%}
+  {%- if value not in allowed -%}
+    {{ incremental_joins.config_error(key, value, 'is not one of ' ~ allowed | join(', '), 'use one of those') }}
+  {%- endif -%}
+  {{ return(value) }}
+{% endmacro %}
+
+{#- Comma-joined, backtick-quoted column list; with a prefix, qualified by that alias. -#}
+{% macro column_list(columns, prefix=none) %}
+  {%- set out = [] -%}
+  {%- for c in columns -%}{%- do out.append((prefix ~ '.' if prefix else '') ~ adapter.quote(c)) -%}{%- endfor -%}
+  {{ return(out | join(', ')) }}
+{% endmacro %}
+
+{#- a.k1 <=> b.k1 and a.k2 <=> b.k2: null-safe key equality. -#}
+{% macro keys_match(columns, left_alias, right_alias) %}
+  {%- set out = [] -%}
+  {%- for c in columns -%}
+    {%- do out.append(left_alias ~ '.' ~ adapter.quote(c) ~ ' <=> ' ~ right_alias ~ '.' ~ adapter.quote(c)) -%}
+  {%- endfor -%}
+  {{ return('(' ~ out | join(' and ') ~ ')') }}
+{% endmacro %}

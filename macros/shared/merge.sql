@@ -1,0 +1,43 @@
+{#- The change-minimal MERGE every operator writes its output and state with.
+
+    `new_rows_sql` holds the target's rows for a region of keys, as they must be now;
+    `stale_rows_sql` the target rows of that region that must go (their key is absent from the
+    new rows). A row is updated only when some value differs (null-safe), so the target's Change
+    Data Feed shows exactly the rows whose value changed. Keys match with `<=>`, so null key
+    parts (an outer join's missing side) are keys like any other. -#}
+{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none) %}
+  {%- set values = [] -%}
+  {%- for c in columns if c not in keys -%}{%- do values.append(c) -%}{%- endfor -%}
+  {%- set unchanged = [] -%}
+  {%- for c in values -%}{%- do unchanged.append('t.' ~ adapter.quote(c) ~ ' <=> s.' ~ adapter.quote(c)) -%}{%- endfor -%}
+  {%- set assignments = [] -%}
+  {%- for c in values -%}{%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}{%- endfor -%}
+  {%- call statement(statement_name or 'merge_' ~ target.identifier) -%}
+    merge into {{ target }} as t
+    using (
+      select {{ incremental_joins.column_list(columns) }}, false as __ij_delete from ({{ new_rows_sql }}) as n
+      union all
+      select {{ incremental_joins.column_list(columns) }}, true as __ij_delete from ({{ stale_rows_sql }}) as o
+    ) as s
+    on {{ incremental_joins.keys_match(keys, 't', 's') }}
+    when matched and s.__ij_delete then delete
+    {% if values %}when matched and not ({{ unchanged | join(' and ') }}) then update set {{ assignments | join(', ') }}{% endif %}
+    when not matched and not s.__ij_delete then insert ({{ incremental_joins.column_list(columns) }})
+      values ({{ incremental_joins.column_list(columns, 's') }})
+  {%- endcall -%}
+  {{ return(incremental_joins.last_write_metrics(target)) }}
+{% endmacro %}
+
+{#- Rows inserted/updated/deleted by the table's latest commit, from Delta's operation metrics. -#}
+{% macro last_write_metrics(relation) %}
+  {%- set last = run_query('describe history ' ~ relation ~ ' limit 1').rows[0] -%}
+  {%- set metrics = last['operationMetrics'] -%}
+  {%- if metrics is string -%}{%- set metrics = fromjson(metrics) -%}{%- endif -%}
+  {%- set m = metrics or {} -%}
+  {{ return({
+      'version': last['version'],
+      'inserted': (m.get('numTargetRowsInserted') or m.get('numOutputRows') or 0) | int,
+      'updated': (m.get('numTargetRowsUpdated') or 0) | int,
+      'deleted': (m.get('numTargetRowsDeleted') or 0) | int,
+  }) }}
+{% endmacro %}

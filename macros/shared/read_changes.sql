@@ -1,0 +1,107 @@
+{#- Reading a table input's changes between two Delta versions.
+
+    `change_plan` decides how, before anything is written: from the Change Data Feed when it is on
+    for the whole range, else by diffing the two versions (time travel), which is how an upstream
+    plain `table` model (create-or-replace every run) is read. An input with neither, or whose
+    history no longer reaches back to the highwater, is an error with the fix in the message. -#}
+
+{% macro parse_relation(name) %}
+  {%- set parts = name.replace('`', '').split('.') -%}
+  {{ return(api.Relation.create(schema=parts[-2], identifier=parts[-1], type='table')) }}
+{% endmacro %}
+
+{% macro history(name) %}
+  {{ return(run_query('describe history ' ~ name).rows) }}
+{% endmacro %}
+
+{% macro latest_version(name) %}
+  {{ return(incremental_joins.history(name)[0]['version']) }}
+{% endmacro %}
+
+
+{#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf} for versions (from_version, to_version]. -#}
+{% macro change_plan(name, from_version, to_version) %}
+  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': ''}) }}{%- endif -%}
+  {%- set rows = incremental_joins.history(name) -%}
+  {%- set oldest = rows[-1]['version'] -%}
+  {%- set state = namespace(cdf=true, reason='', vacuumed=false, first_change=none) -%}
+  {%- for r in rows | reverse if r['version'] > from_version -%}
+    {%- if state.first_change is none -%}{%- set state.first_change = r['timestamp'] -%}{%- endif -%}
+    {%- if r['version'] <= to_version and state.cdf and r['operation'] not in ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'STREAMING UPDATE', 'OPTIMIZE', 'COPY INTO', 'TRUNCATE', 'VACUUM START', 'VACUUM END'] -%}
+      {%- set state.cdf = false -%}{%- set state.reason = r['operation'] ~ ' at version ' ~ r['version'] -%}
+    {%- endif -%}
+    {#- VACUUM deletes files removed longer ago than its retention: if that reaches back to the
+        first commit after the highwater, files of the consumed version may be gone. -#}
+    {%- if r['operation'] == 'VACUUM START' -%}
+      {%- set params = r['operationParameters'] -%}
+      {%- if params is string -%}{%- set params = fromjson(params) -%}{%- endif -%}
+      {%- set retention_ms = (params.get('specifiedRetentionMillis') or params.get('defaultRetentionMillis') or 604800000) | int -%}
+      {%- if (r['timestamp'] - state.first_change).total_seconds() * 1000 > retention_ms -%}{%- set state.vacuumed = true -%}{%- endif -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if state.cdf and incremental_joins.table_property(name, 'delta.enableChangeDataFeed') != 'true' -%}
+    {%- set state.cdf = false -%}{%- set state.reason = 'change data feed off' -%}
+  {%- endif -%}
+  {%- if oldest > from_version or state.vacuumed -%}
+    {%- set msg -%}
+{{ model.name }}: the history of input {{ name }} no longer reaches back to version {{ from_version }}, which this model consumed last (oldest version kept: {{ oldest }}{{ ', and VACUUM removed files since' if state.vacuumed else '' }}). Run `dbt run --full-refresh --select {{ model.name }}` to rebuild it from the current inputs, and keep the input's history (delta.logRetentionDuration, VACUUM retention) longer than the time between runs.
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
+  {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason}) }}
+{% endmacro %}
+
+{% macro table_property(name, key) %}
+  {%- set found = namespace(value=none) -%}
+  {%- for row in run_query('show tblproperties ' ~ name).rows if row[0] == key -%}{%- set found.value = row[1] -%}{%- endfor -%}
+  {{ return(found.value) }}
+{% endmacro %}
+
+{#- Whether `name` is a Delta table, whose versions can be read. Without history, an input is an
+    error unless the model opts into recomputing fully every run. -#}
+{% macro has_delta_history(name, on_missing_history) %}
+  {%- set relation = incremental_joins.parse_relation(name) -%}
+  {%- set found = adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
+  {%- set ok = found is not none and found.type != 'view' and found.is_delta -%}
+  {%- if not ok and on_missing_history != 'recompute' -%}
+    {%- set msg -%}
+{{ model.name }}: input {{ name }} is {{ 'missing' if found is none else 'a ' ~ (found.type or 'table') ~ ' without Delta history' }}: its changes can be read neither from a Change Data Feed nor by comparing Delta versions. Materialize the upstream model as a Delta `table` or `incremental` model, or set config 'on_missing_history' = 'recompute' to rebuild this model fully on every run.
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
+  {{ return(ok) }}
+{% endmacro %}
+
+{#- The keys of every row that changed in (from_version, to_version], each once. -#}
+{% macro changed_keys_sql(name, keys, plan, from_version, to_version) %}
+  {%- set cols = incremental_joins.column_list(keys) -%}
+  {%- if plan.mode == 'cdf' -%}
+    {%- set relation = incremental_joins.parse_relation(name) -%}
+    select distinct {{ cols }}
+    from table_changes('{{ relation.schema }}.{{ relation.identifier }}', {{ from_version + 1 }}, {{ to_version }})
+  {%- else -%}
+    select distinct {{ cols }} from (
+      (select * from {{ name }} version as of {{ to_version }} except select * from {{ name }} version as of {{ from_version }})
+      union all
+      (select * from {{ name }} version as of {{ from_version }} except select * from {{ name }} version as of {{ to_version }})
+    ) as changed
+  {%- endif -%}
+{% endmacro %}
+
+{#- Fails, before anything is written, when an input meant to have a unique key has duplicates
+    among `rows_sql` (the changed rows, or the whole table on a full recompute). -#}
+{% macro assert_unique_keys(name, keys, rows_sql, config_key) %}
+  {%- set dupes = run_query('select ' ~ incremental_joins.column_list(keys) ~ ', count(*) as n from (' ~ rows_sql ~ ') as r group by all having count(*) > 1 limit 3') -%}
+  {%- if dupes.rows | length > 0 -%}
+    {%- set samples = [] -%}
+    {%- for row in dupes.rows -%}
+      {%- set parts = [] -%}
+      {%- for k in keys -%}{%- do parts.append(k ~ '=' ~ row[loop.index0]) -%}{%- endfor -%}
+      {%- do samples.append(parts | join(', ') ~ ' (' ~ row[keys | length] ~ ' rows)') -%}
+    {%- endfor -%}
+    {%- set msg -%}
+{{ model.name }}: input {{ name }} has duplicate values of config '{{ config_key }}' ({{ keys | join(', ') }}): {{ samples | join('; ') }}. A table input needs one row per key: deduplicate it upstream (e.g. with changelog_table or deduplicate), or set '{{ config_key }}' to the columns that are unique. Nothing was written.
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
+{% endmacro %}

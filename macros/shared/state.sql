@@ -1,0 +1,66 @@
+{#- State tables: where each operator keeps what it needs between runs (all Delta). -#}
+
+{#- A per-model state table beside the model, e.g. orders_enriched__ij_index. -#}
+{% macro state_relation(suffix) %}
+  {{ return(api.Relation.create(schema=this.schema, identifier=this.identifier ~ '__ij_' ~ suffix, type='table')) }}
+{% endmacro %}
+
+{#- Properties of every table the package writes: the Change Data Feed (SPEC property 4) and
+    deletion vectors (a MERGE marks deleted rows instead of rewriting whole files). -#}
+{% macro delta_tblproperties() %}
+  {{ return("tblproperties ('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = 'true')") }}
+{% endmacro %}
+
+{#- create or replace table ... cluster by (keys) ... as select: the shape of every state and
+    output table. Liquid clustering keeps the rows of one key in few files, so MERGE and key
+    lookups prune files. -#}
+{% macro create_table_as(relation, sql, cluster_by=[]) %}
+  {{ return(adapter.dispatch('create_table_as', 'incremental_joins')(relation, sql, cluster_by)) }}
+{% endmacro %}
+
+{% macro default__create_table_as(relation, sql, cluster_by) %}
+  {%- call statement('create_' ~ relation.identifier) -%}
+    create or replace table {{ relation }}
+    using delta
+    {% if cluster_by %}cluster by ({{ incremental_joins.column_list(cluster_by) }}){% endif %}
+    {{ incremental_joins.delta_tblproperties() }}
+    as {{ sql }}
+  {%- endcall -%}
+{% endmacro %}
+
+{#- An intermediate result of this run (changed keys, affected keys, recomputed rows), computed
+    once and read by several statements. It is never state: a retried run computes it again from
+    the same pinned versions. Returns the name to select from. -#}
+{% macro stage(suffix, sql) %}
+  {%- set name = '__ij_' ~ this.schema ~ '__' ~ this.identifier ~ '__' ~ suffix -%}
+  {% do adapter.dispatch('stage', 'incremental_joins')(name, sql) %}
+  {{ return(name) }}
+{% endmacro %}
+
+{#- Spark: an eagerly cached temporary view (memory, no Delta commit). Not `CACHE TABLE x AS
+    SELECT`: a view made that way loses track of the temporary views it reads, and a later
+    statement that reads it fails with TABLE_OR_VIEW_NOT_FOUND. -#}
+{% macro spark__stage(name, sql) %}
+  {% call statement('stage_' ~ name) -%} create or replace temporary view {{ name }} as {{ sql }} {%- endcall %}
+  {% do run_query('cache table ' ~ name) %}
+{% endmacro %}
+
+{#- Databricks SQL warehouses do not support CACHE TABLE: a temporary view (Delta caching and
+    Photon make the repeated reads cheap). -#}
+{% macro databricks__stage(name, sql) %}
+  {% call statement('stage_' ~ name) -%} create or replace temporary view {{ name }} as {{ sql }} {%- endcall %}
+{% endmacro %}
+
+{#- Uncache every staged view first, then drop them: uncaching a view re-reads its definition,
+    which fails once a view it selects from is gone. -#}
+{% macro release_staged() %}
+  {%- set names = run_query("show views like '__ij_" ~ this.schema ~ "__" ~ this.identifier ~ "__*'").columns['viewName'].values() -%}
+  {% for name in names %}{% do run_query('uncache table if exists ' ~ name) %}{% endfor %}
+  {% for name in names %}{% do run_query('drop view if exists ' ~ name) %}{% endfor %}
+{% endmacro %}
+
+{#- One SQL value as a Jinja value (first column of the first row). -#}
+{% macro scalar(sql) %}
+  {%- set table = run_query(sql) -%}
+  {{ return(table.rows[0][0] if table.rows | length > 0 else none) }}
+{% endmacro %}

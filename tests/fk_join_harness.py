@@ -1,0 +1,128 @@
+"""A scratch dbt project with foreign_key_join models over two Delta tables the test edits.
+
+left  `lhs` (k string, v string, fk string)   — the "many" side, keyed by k
+right `rhs` (rk string, rv string)            — the "one" side, keyed by rk
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+SOURCES = """
+version: 2
+sources:
+  - name: t
+    schema: "{{ target.schema }}"
+    tables: [{name: lhs}, {name: rhs}]
+"""
+
+MODEL = """
+{{{{ config(materialized='foreign_key_join', left_key='k', right_key='rk', foreign_key='fk',
+            join_type='{join_type}', output_key='{output_key}', full_recompute_above={threshold}) }}}}
+select {{{{ incremental_joins.output_key() }}}}, l.v, l.fk, r.rv
+from {{{{ incremental_joins.join(source('t', 'lhs'), source('t', 'rhs')) }}}}
+"""
+
+# name -> (join_type, output_key, full_recompute_above). The examples test the incremental path,
+# so the automatic fallback is off (10 = never) except in fk_left_fallback, which recomputes
+# everything on every run and must still write change-minimally.
+MODELS = {
+    "fk_inner": ("inner", "left", 10),
+    "fk_left": ("left", "left", 10),
+    "fk_outer": ("outer", "combined", 10),
+    "fk_left_fallback": ("left", "left", 0),
+}
+
+
+def sql_literal(value: Any) -> str:
+    return "null" if value is None else "'" + str(value).replace("'", "''") + "'"
+
+
+@dataclass
+class FkJoinProject:
+    project: Any
+    spark: Any
+    schema: str
+
+    @classmethod
+    def create(cls, scratch_project, spark, models: tuple[str, ...] = ("fk_inner", "fk_left")) -> "FkJoinProject":
+        files = {"models/sources.yml": SOURCES}
+        for name in models:
+            join_type, output_key, threshold = MODELS[name]
+            files[f"models/{name}.sql"] = MODEL.format(join_type=join_type, output_key=output_key, threshold=threshold)
+        project = scratch_project(files)
+        schema = project.schema
+        spark.sql(f"create or replace table {schema}.lhs (k string, v string, fk string) using delta")
+        spark.sql(f"create or replace table {schema}.rhs (rk string, rv string) using delta")
+        return cls(project, spark, schema)
+
+    # --- changes to the inputs: one Delta commit per call ---------------------------------------
+    def _upsert(self, table: str, key: str, columns: list[str], rows: tuple[tuple, ...]) -> None:
+        values = ", ".join("(" + ", ".join(sql_literal(v) for v in row) + ")" for row in rows)
+        names = ", ".join(columns)
+        self.spark.sql(
+            f"merge into {self.schema}.{table} as t using (select * from values {values} as s({names})) as s "
+            f"on t.{key} = s.{key} when matched then update set * when not matched then insert *"
+        )
+
+    def _delete(self, table: str, key: str, keys: tuple[str, ...]) -> None:
+        self.spark.sql(f"delete from {self.schema}.{table} where {key} in ({', '.join(map(sql_literal, keys))})")
+
+    def put_left(self, *rows: tuple) -> None:
+        self._upsert("lhs", "k", ["k", "v", "fk"], rows)
+
+    def put_right(self, *rows: tuple) -> None:
+        self._upsert("rhs", "rk", ["rk", "rv"], rows)
+
+    def delete_left(self, *keys: str) -> None:
+        self._delete("lhs", "k", keys)
+
+    def delete_right(self, *keys: str) -> None:
+        self._delete("rhs", "rk", keys)
+
+    # --- dbt -------------------------------------------------------------------------------------
+    def run(self, *args: str, vars: dict | None = None, check: bool = True):
+        return self.project.invoke("run", "--quiet", *args, vars=vars, check=check)
+
+    # --- what the output holds -------------------------------------------------------------------
+    def output(self, model: str) -> dict:
+        rows = self.spark.table(f"{self.schema}.{model}").collect()
+        if MODELS.get(model, ("", "left"))[1] == "combined":
+            return {(r.rk, r.k): (r.v, r.fk, r.rv) for r in rows}
+        out = {r.k: (r.v, r.fk, r.rv) for r in rows}
+        assert len(out) == len(rows), f"{model} has duplicate keys"
+        return out
+
+    def output_version(self, model: str) -> int:
+        return self.spark.sql(f"describe history {self.schema}.{model} limit 1").first()["version"]
+
+    def output_changes(self, model: str, since_version: int | None = None) -> set[tuple[str, Any]]:
+        """(change type, key) rows of the output's Change Data Feed after `since_version` (default:
+        the versions written by the latest dbt run of the model, read from the run log)."""
+        if since_version is None:
+            since_version = self.last_run_log(model)["_version_before"]
+        latest = self.output_version(model)
+        if latest <= since_version:
+            return set()
+        rows = self.spark.sql(
+            f"select * from table_changes('{self.schema}.{model}', {since_version + 1}, {latest})"
+        ).collect()
+        combined = MODELS.get(model, ("", "left"))[1] == "combined"
+        return {(r._change_type, (r.rk, r.k) if combined else r.k)
+                for r in rows if r._change_type != "update_preimage"}
+
+    def last_run_log(self, model: str) -> dict:
+        runs = self.spark.sql(
+            f"select * from {self.schema}.incremental_joins_run_log where model = '{model}' "
+            "order by finished_at desc limit 2"
+        ).collect()
+        latest = runs[0].asDict()
+        latest["versions_read"] = json.loads(latest["versions_read"])
+        latest["_version_before"] = self._version_at(model, runs[1].finished_at) if len(runs) > 1 else -1
+        return latest
+
+    def _version_at(self, model: str, when) -> int:
+        history = self.spark.sql(f"describe history {self.schema}.{model}").collect()
+        return max(h.version for h in history if h.timestamp <= when)

@@ -1,0 +1,101 @@
+"""foreign_key_join: bad configuration and bad data fail with a message naming the model, the
+config key or input, the value and the fix — and nothing already written changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from fk_join_harness import SOURCES, FkJoinProject
+
+
+def model(**config) -> str:
+    settings = {"left_key": "'k'", "right_key": "'rk'", "foreign_key": "'fk'", "join_type": "'left'"}
+    settings.update(config)
+    args = ", ".join(f"{k}={v}" for k, v in settings.items())
+    return (f"{{{{ config(materialized='foreign_key_join', {args}) }}}}\n"
+            "select {{ incremental_joins.output_key() }}, l.v, r.rv\n"
+            "from {{ incremental_joins.join(source('t', 'lhs'), source('t', 'rhs')) }}\n")
+
+
+@pytest.fixture
+def project_with(scratch_project, spark):
+    def make(**config) -> FkJoinProject:
+        fk = FkJoinProject.create(scratch_project, spark, models=())
+        (fk.project.path / "models" / "joined.sql").write_text(model(**config))
+        return fk
+    return make
+
+
+def error_of(result) -> str:
+    assert not result.success
+    return " ".join(str(r.message) for r in result.result.results if str(r.status) == "error")
+
+
+def test_unknown_join_type(project_with):
+    fk = project_with(join_type="'sideways'")
+    message = error_of(fk.run(check=False))
+    assert "joined: config 'join_type' (sideways) is not one of inner, left, outer" in message
+
+
+def test_outer_join_needs_the_combined_key(project_with):
+    fk = project_with(join_type="'outer'")
+    message = error_of(fk.run(check=False))
+    assert "config 'output_key' (left) must be 'combined' when join_type is 'outer'" in message
+
+
+def test_foreign_key_that_does_not_compile(project_with, spark):
+    fk = project_with(foreign_key="'no_such_column'")
+    fk.put_left(("k1", "a", "r1"))
+    message = error_of(fk.run(check=False))
+    assert "joined: config 'foreign_key' (no_such_column)" in message
+    assert not spark.catalog.tableExists(f"{fk.schema}.joined")
+
+
+def test_duplicate_keys_in_an_input_fail_before_anything_is_written(project_with, spark):
+    fk = project_with()
+    fk.put_left(("k1", "a", "r1"))
+    fk.put_right(("r1", "x"))
+    fk.run()
+    version = fk.output_version("joined")
+    spark.sql(f"insert into {fk.schema}.rhs values ('r1', 'again')")
+    message = error_of(fk.run(check=False))
+    assert "input" in message and "rhs" in message
+    assert "duplicate values of config 'right_key' (rk): rk=r1 (2 rows)" in message
+    assert fk.output_version("joined") == version
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x"}
+
+
+def test_input_without_history_is_an_error_unless_recompute_is_chosen(project_with, spark):
+    fk = project_with()
+    spark.sql(f"create or replace view {fk.schema}.lhs_view as select * from {fk.schema}.lhs")
+    body = (fk.project.path / "models" / "joined.sql").read_text().replace("source('t', 'lhs')", "source('t', 'lhs_view')")
+    (fk.project.path / "models" / "joined.sql").write_text(body)
+    (fk.project.path / "models" / "sources.yml").write_text(SOURCES.replace("{name: rhs}", "{name: rhs}, {name: lhs_view}"))
+    fk.put_left(("k1", "a", "r1"))
+    message = error_of(fk.run(check=False))
+    assert "joined: input" in message and "lhs_view" in message and "without Delta history" in message
+    assert "on_missing_history" in message
+
+    (fk.project.path / "models" / "joined.sql").write_text(body.replace("join_type='left'", "join_type='left', on_missing_history='recompute'"))
+    fk.run()
+    fk.put_right(("r1", "x"))
+    fk.run()
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x"}
+
+
+def test_history_vacuumed_past_the_highwater_says_to_full_refresh(project_with, spark):
+    fk = project_with()
+    fk.put_left(("k1", "a", "r1"))
+    fk.run()
+    # The left input is re-created (as a dbt `table` model is) and its old files vacuumed away.
+    spark.sql(f"create or replace table {fk.schema}.lhs using delta as select 'k2' as k, 'b' as v, 'r1' as fk")
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    spark.sql(f"vacuum {fk.schema}.lhs retain 0 hours")
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "true")
+    version = fk.output_version("joined")
+    message = error_of(fk.run(check=False))
+    assert "no longer reaches back to version" in message
+    assert "dbt run --full-refresh --select joined" in message
+    assert fk.output_version("joined") == version
+    fk.run("--full-refresh")
+    assert {r.k for r in spark.table(f"{fk.schema}.joined").collect()} == {"k2"}
