@@ -57,6 +57,7 @@ def scratch_project(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Ca
         (tmp_path / "profiles.yml").write_text(PROFILE.format(schema=schema))
         (tmp_path / "dbt_project.yml").write_text(
             "name: scratch\nversion: '1.0'\nconfig-version: 2\nprofile: scratch\n"
+            "models:\n  scratch:\n    +file_format: delta\n"
         )
         (tmp_path / "packages.yml").write_text(f"packages:\n  - local: {ROOT}\n")
         for relative, text in files.items():

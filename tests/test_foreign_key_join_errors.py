@@ -73,7 +73,7 @@ def test_input_without_history_is_an_error_unless_recompute_is_chosen(project_wi
     (fk.project.path / "models" / "sources.yml").write_text(SOURCES.replace("{name: rhs}", "{name: rhs}, {name: lhs_view}"))
     fk.put_left(("k1", "a", "r1"))
     message = error_of(fk.run(check=False))
-    assert "joined: input" in message and "lhs_view" in message and "without Delta history" in message
+    assert "joined: input" in message and "lhs_view" in message and "no Delta history" in message
     assert "on_missing_history" in message
 
     (fk.project.path / "models" / "joined.sql").write_text(body.replace("join_type='left'", "join_type='left', on_missing_history='recompute'"))

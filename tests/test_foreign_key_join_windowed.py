@@ -21,7 +21,7 @@ FILES = {
     "models/week_over_week.sql": """
         {{ config(materialized='foreign_key_join', join_type='left',
                   left_key=['key', 'hour'], right_key=['key', 'hour'],
-                  foreign_key=['key', "hour - interval 7 days"]) }}
+                  foreign_key=['key', "hour - interval 7 days"], full_recompute_above=10) }}
         select {{ incremental_joins.output_key() }}, l.events, r.events as events_week_before
         from {{ incremental_joins.join(ref('hourly_counts'), ref('hourly_counts')) }}
     """,

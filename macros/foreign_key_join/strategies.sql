@@ -62,7 +62,7 @@
     {%- set mode = 'fallback' -%}
   {%- endif -%}
   {%- do incremental_joins.inject_failure('after_output_merge') -%}
-  {%- do incremental_joins.create_table_as(index, incremental_joins.fk_index_rows(cfg, left_now), incremental_joins.fk_columns(cfg)) -%}
+  {%- do incremental_joins.create_state_table(index, incremental_joins.fk_index_rows(cfg, left_now), incremental_joins.fk_columns(cfg)) -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
   {%- set total = incremental_joins.scalar('select count(*) from (' ~ left_now ~ ') as l') -%}
   {{ return({'mode': mode, 'fallback_reason': reason, 'rows_read': total, 'affected_keys': total,

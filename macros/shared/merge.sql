@@ -10,6 +10,7 @@
   {%- for c in columns if c not in keys -%}{%- do values.append(c) -%}{%- endfor -%}
   {%- set unchanged = [] -%}
   {%- for c in values -%}{%- do unchanged.append('t.' ~ adapter.quote(c) ~ ' <=> s.' ~ adapter.quote(c)) -%}{%- endfor -%}
+  {%- set version_before = run_query('describe history ' ~ target ~ ' limit 1').rows[0]['version'] -%}
   {%- set assignments = [] -%}
   {%- for c in values -%}{%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}{%- endfor -%}
   {%- call statement(statement_name or 'merge_' ~ target.identifier) -%}
@@ -25,12 +26,17 @@
     when not matched and not s.__ij_delete then insert ({{ incremental_joins.column_list(columns) }})
       values ({{ incremental_joins.column_list(columns, 's') }})
   {%- endcall -%}
-  {{ return(incremental_joins.last_write_metrics(target)) }}
+  {{ return(incremental_joins.last_write_metrics(target, version_before)) }}
 {% endmacro %}
 
-{#- Rows inserted/updated/deleted by the table's latest commit, from Delta's operation metrics. -#}
-{% macro last_write_metrics(relation) %}
+{#- Rows inserted/updated/deleted by the table's latest commit, from Delta's operation metrics;
+    zero when there is no commit after `version_before` (Delta commits nothing for a MERGE that
+    changes no row). -#}
+{% macro last_write_metrics(relation, version_before) %}
   {%- set last = run_query('describe history ' ~ relation ~ ' limit 1').rows[0] -%}
+  {%- if last['version'] == version_before -%}
+    {{ return({'version': version_before, 'inserted': 0, 'updated': 0, 'deleted': 0}) }}
+  {%- endif -%}
   {%- set metrics = last['operationMetrics'] -%}
   {%- if metrics is string -%}{%- set metrics = fromjson(metrics) -%}{%- endif -%}
   {%- set m = metrics or {} -%}

@@ -22,6 +22,12 @@
 {#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf} for versions (from_version, to_version]. -#}
 {% macro change_plan(name, from_version, to_version) %}
   {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': ''}) }}{%- endif -%}
+  {%- if to_version < from_version -%}
+    {%- set msg -%}
+{{ model.name }}: input {{ name }} is at Delta version {{ to_version }}, older than version {{ from_version }} which this model consumed last: the table was dropped and created again, so its changes cannot be read. Run `dbt run --full-refresh --select {{ model.name }}`.
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
   {%- set rows = incremental_joins.history(name) -%}
   {%- set oldest = rows[-1]['version'] -%}
   {%- set state = namespace(cdf=true, reason='', vacuumed=false, first_change=none) -%}
@@ -62,10 +68,14 @@
 {% macro has_delta_history(name, on_missing_history) %}
   {%- set relation = incremental_joins.parse_relation(name) -%}
   {%- set found = adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
-  {%- set ok = found is not none and found.type != 'view' and found.is_delta -%}
+  {%- set ok = found is not none and found.type != 'view' -%}
+  {#- A relation dbt created in this invocation is cached without its provider: ask Delta. -#}
+  {%- if ok and not found.is_delta -%}
+    {%- set ok = run_query('describe detail ' ~ name).columns['format'].values()[0] == 'delta' -%}
+  {%- endif -%}
   {%- if not ok and on_missing_history != 'recompute' -%}
     {%- set msg -%}
-{{ model.name }}: input {{ name }} is {{ 'missing' if found is none else 'a ' ~ (found.type or 'table') ~ ' without Delta history' }}: its changes can be read neither from a Change Data Feed nor by comparing Delta versions. Materialize the upstream model as a Delta `table` or `incremental` model, or set config 'on_missing_history' = 'recompute' to rebuild this model fully on every run.
+{{ model.name }}: input {{ name }} is {{ 'missing' if found is none else ('a view' if found.type == 'view' else 'a table that is not Delta') ~ ', so it has no Delta history' }}: its changes can be read neither from a Change Data Feed nor by comparing Delta versions. Materialize the upstream model as a Delta table (file_format='delta', materialized 'table' or 'incremental'), or set config 'on_missing_history' = 'recompute' to rebuild this model fully on every run.
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}

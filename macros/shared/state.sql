@@ -14,11 +14,11 @@
 {#- create or replace table ... cluster by (keys) ... as select: the shape of every state and
     output table. Liquid clustering keeps the rows of one key in few files, so MERGE and key
     lookups prune files. -#}
-{% macro create_table_as(relation, sql, cluster_by=[]) %}
-  {{ return(adapter.dispatch('create_table_as', 'incremental_joins')(relation, sql, cluster_by)) }}
+{% macro create_state_table(relation, sql, cluster_by=[]) %}
+  {{ return(adapter.dispatch('create_state_table', 'incremental_joins')(relation, sql, cluster_by)) }}
 {% endmacro %}
 
-{% macro default__create_table_as(relation, sql, cluster_by) %}
+{% macro default__create_state_table(relation, sql, cluster_by) %}
   {%- call statement('create_' ~ relation.identifier) -%}
     create or replace table {{ relation }}
     using delta

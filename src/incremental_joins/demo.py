@@ -32,8 +32,10 @@ def main(argv: list[str]) -> int:
     started = time.time()
     try:
         project.invoke("deps", "--quiet")
+        # dbt-spark's `dbt seed` drops and re-creates seed tables, so the joins over them start
+        # from a full refresh; the incremental run comes after the change below.
         project.invoke("seed", "--quiet")
-        run = project.invoke("run", *argv)
+        run = project.invoke("run", "--full-refresh", *argv)
         test = project.invoke("test", "--quiet", check=False)
     except DbtCommandFailed as exc:
         print(exc, file=sys.stderr)

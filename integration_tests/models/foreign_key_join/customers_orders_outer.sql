@@ -4,6 +4,7 @@
     left_key='order_id',
     right_key='customer_id',
     foreign_key='customer_id',
+    full_recompute_above=0.9,
     join_type='outer',
     output_key='combined',
 ) }}
