@@ -10,9 +10,9 @@
 {% macro fk_index_rows(cfg, left_rows_sql) %}
   {%- set fk = [] -%}
   {%- set present = [] -%}
-  {%- for expr in cfg.foreign_key -%}
-    {%- do fk.append('(' ~ expr ~ ') as __ij_fk' ~ loop.index) -%}
-    {%- do present.append('__ij_fk' ~ loop.index ~ ' is not null') -%}
+  {%- for expr, name in zip(cfg.foreign_key, incremental_joins.fk_columns(cfg)) -%}
+    {%- do fk.append('(' ~ expr ~ ') as ' ~ name) -%}
+    {%- do present.append(name ~ ' is not null') -%}
   {%- endfor -%}
   {{ return('select * from (select ' ~ incremental_joins.column_list(cfg.left_key) ~ ', ' ~ fk | join(', ') ~ ' from (' ~ left_rows_sql ~ ') as __ij_left) as fk where ' ~ present | join(' and ')) }}
 {% endmacro %}
@@ -42,7 +42,7 @@
   {{ return(columns) }}
 {% endmacro %}
 
-{% macro fk_join_full(cfg, inputs, versions, existing, index, reason) %}
+{% macro fk_join_full(cfg, inputs, versions, existing, index, reason, left_rows=none) %}
   {%- set left_now = incremental_joins.pinned(inputs.left, versions[inputs.left]) -%}
   {%- set right_now = incremental_joins.pinned(inputs.right, versions[inputs.right]) -%}
   {%- set new_rows = incremental_joins.with_inputs(sql, inputs, left_now, right_now) -%}
@@ -52,7 +52,7 @@
   {%- do incremental_joins.pin_versions(versions) -%}
   {%- if existing is none or should_full_refresh() -%}
     {%- do incremental_joins.create_output(new_rows, cfg.key_columns) -%}
-    {%- set written = {'inserted': incremental_joins.scalar('select count(*) from ' ~ this), 'updated': 0, 'deleted': 0} -%}
+    {%- set written = incremental_joins.last_write_metrics(this, -1) -%}
     {%- set mode = 'full_refresh' -%}
   {%- else -%}
     {#- The automatic fallback: everything is the region, still written change-minimally. -#}
@@ -64,7 +64,7 @@
   {%- do incremental_joins.inject_failure('after_output_merge') -%}
   {%- do incremental_joins.create_state_table(index, incremental_joins.fk_index_rows(cfg, left_now), incremental_joins.fk_columns(cfg)) -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
-  {%- set total = incremental_joins.scalar('select count(*) from (' ~ left_now ~ ') as l') -%}
+  {%- set total = left_rows if left_rows is not none else incremental_joins.scalar('select count(*) from (' ~ left_now ~ ') as l') -%}
   {{ return({'mode': mode, 'fallback_reason': reason, 'rows_read': total, 'affected_keys': total,
              'rows_inserted': written.inserted, 'rows_updated': written.updated, 'rows_deleted': written.deleted}) }}
 {% endmacro %}
@@ -72,13 +72,11 @@
 {#- The output table, created with the full recompute's SQL kept as a table property for the
     `equals_full_recompute` test. -#}
 {% macro create_output(new_rows, key_columns) %}
-  {%- set recompute = sql | replace('\\', '\\\\') | replace("'", "\\'") -%}
   {%- call statement('main') -%}
     create or replace table {{ this }}
     using delta
     cluster by ({{ incremental_joins.column_list(key_columns) }})
-    tblproperties ('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = 'true',
-                   'incremental_joins.recompute_sql' = '{{ recompute }}')
+    {{ incremental_joins.delta_tblproperties({'incremental_joins.recompute_sql': sql}) }}
     as {{ new_rows }}
   {%- endcall -%}
 {% endmacro %}
@@ -116,7 +114,7 @@
   {%- set left_rows = incremental_joins.scalar('select count(*) from (' ~ left_now ~ ') as l') -%}
   {%- if counts[0] > cfg.full_recompute_above * left_rows and counts[0] > 0 -%}
     {%- set reason = counts[0] ~ ' of ' ~ left_rows ~ ' left rows affected, above full_recompute_above=' ~ cfg.full_recompute_above -%}
-    {{ return(incremental_joins.fk_join_full(cfg, inputs, versions, existing, index, reason)) }}
+    {{ return(incremental_joins.fk_join_full(cfg, inputs, versions, existing, index, reason, left_rows)) }}
   {%- endif -%}
 
   {#- 3. The affected left rows as they are now, and the right rows they (and, for an outer join,

@@ -54,3 +54,13 @@
   {%- endfor -%}
   {{ return('(' ~ out | join(' and ') ~ ')') }}
 {% endmacro %}
+
+{#- Rows in one query and not the other, duplicates counted (EXCEPT ALL both ways), labelled
+    'missing' (only in expected) or 'unexpected' (only in actual). -#}
+{% macro rowset_difference(actual_sql, expected_sql) %}
+  with actual as ({{ actual_sql }}),
+  expected as ({{ expected_sql }})
+  select 'missing' as diff, missing.* from (select * from expected except all select * from actual) as missing
+  union all
+  select 'unexpected' as diff, unexpected.* from (select * from actual except all select * from expected) as unexpected
+{% endmacro %}

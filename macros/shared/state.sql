@@ -7,8 +7,12 @@
 
 {#- Properties of every table the package writes: the Change Data Feed (SPEC property 4) and
     deletion vectors (a MERGE marks deleted rows instead of rewriting whole files). -#}
-{% macro delta_tblproperties() %}
-  {{ return("tblproperties ('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = 'true')") }}
+{% macro delta_tblproperties(extra={}) %}
+  {%- set props = ["'delta.enableChangeDataFeed' = 'true'", "'delta.enableDeletionVectors' = 'true'"] -%}
+  {%- for key, value in extra.items() -%}
+    {%- do props.append("'" ~ key ~ "' = '" ~ value | replace('\\', '\\\\') | replace("'", "\\'") ~ "'") -%}
+  {%- endfor -%}
+  {{ return('tblproperties (' ~ props | join(', ') ~ ')') }}
 {% endmacro %}
 
 {#- create or replace table ... cluster by (keys) ... as select: the shape of every state and

@@ -5,9 +5,5 @@
   {%- if execute -%}
     {%- set columns = adapter.get_columns_in_relation(compare_model) | map(attribute='quoted') | join(', ') -%}
   {%- endif %}
-  with actual as (select {{ columns }} from {{ model }}),
-  expected as (select {{ columns }} from {{ compare_model }})
-  select 'missing' as diff, missing.* from (select * from expected except all select * from actual) as missing
-  union all
-  select 'unexpected' as diff, unexpected.* from (select * from actual except all select * from expected) as unexpected
+  {{ incremental_joins.rowset_difference('select ' ~ columns ~ ' from ' ~ model, 'select ' ~ columns ~ ' from ' ~ compare_model) }}
 {% endtest %}

@@ -9,9 +9,5 @@
       {{ exceptions.raise_compiler_error('equals_full_recompute: ' ~ model ~ ' has no incremental_joins.recompute_sql property; it is not built by an incremental_joins materialization, or was built by an older version (run it with --full-refresh).') }}
     {%- endif -%}
   {%- endif %}
-  with actual as (select * from {{ model }}),
-  expected as ({{ recompute }})
-  select 'missing' as diff, missing.* from (select * from expected except all select * from actual) as missing
-  union all
-  select 'unexpected' as diff, unexpected.* from (select * from actual except all select * from expected) as unexpected
+  {{ incremental_joins.rowset_difference('select * from ' ~ model, recompute) }}
 {% endtest %}
