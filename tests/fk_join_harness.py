@@ -25,6 +25,18 @@ select {{{{ incremental_joins.output_key() }}}}, l.v, l.fk, r.rv
 from {{{{ incremental_joins.join(source('t', 'lhs'), source('t', 'rhs')) }}}}
 """
 
+# The same model with a Python body (dbt.join / dbt.output_key are provided by the materialization).
+PY_MODEL = """
+from pyspark.sql import functions as F
+
+
+def model(dbt, session):
+    dbt.config(materialized="foreign_key_join", left_key="k", right_key="rk", foreign_key="fk",
+               join_type="{join_type}", output_key="{output_key}", full_recompute_above={threshold})
+    joined = dbt.join(dbt.source("t", "lhs"), dbt.source("t", "rhs"))
+    return joined.select(*dbt.output_key(), "l.v", "l.fk", F.col("r.rv"))
+"""
+
 # name -> (join_type, output_key, full_recompute_above). The examples test the incremental path,
 # so the automatic fallback is off (10 = never) except in fk_left_fallback, which recomputes
 # everything on every run and must still write change-minimally.
@@ -33,6 +45,7 @@ MODELS = {
     "fk_left": ("left", "left", 10),
     "fk_outer": ("outer", "combined", 10),
     "fk_left_fallback": ("left", "left", 0),
+    "fk_outer_py": ("outer", "combined", 10),
 }
 
 
@@ -51,7 +64,8 @@ class FkJoinProject:
         files = {"models/sources.yml": SOURCES}
         for name in models:
             join_type, output_key, threshold = MODELS[name]
-            files[f"models/{name}.sql"] = MODEL.format(join_type=join_type, output_key=output_key, threshold=threshold)
+            template, ext = (PY_MODEL, "py") if name.endswith("_py") else (MODEL, "sql")
+            files[f"models/{name}.{ext}"] = template.format(join_type=join_type, output_key=output_key, threshold=threshold)
         project = scratch_project(files)
         schema = project.schema
         spark.sql(f"create or replace table {schema}.lhs (k string, v string, fk string) using delta")

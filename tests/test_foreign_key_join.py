@@ -33,28 +33,32 @@ def test_spec_worked_example_inner_and_left(fk):
         assert fk.output("fk_left") == left, f"left after run {run}"
 
 
-def test_outer_join_with_combined_key(scratch_project, spark):
-    fk = FkJoinProject.create(scratch_project, spark, models=("fk_outer",))
-    fk.put_right(("r1", "x"), ("r2", "y"))
-    fk.put_left(("k1", "a", "r1"))
-    fk.run()
-    assert fk.output("fk_outer") == {
-        ("r1", "k1"): ("a", "r1", "x"),
-        ("r2", None): (None, None, "y"),   # unreferenced right row, left side null
-    }
-    fk.put_left(("k1", "a", "r2"))        # FK moves: (r1, k1) deleted, (r2, k1) inserted
-    fk.run()
-    assert fk.output("fk_outer") == {
-        ("r1", None): (None, None, "x"),
-        ("r2", "k1"): ("a", "r2", "y"),
-    }
-    fk.delete_right("r1")
-    fk.put_left(("k2", "b", "r9"))        # references a missing right row
-    fk.run()
-    assert fk.output("fk_outer") == {
-        ("r2", "k1"): ("a", "r2", "y"),
-        ("r9", "k2"): ("b", "r9", None),
-    }
+def test_outer_join_with_combined_key_sql_and_python_bodies(scratch_project, spark):
+    # fk_outer_py is the same model as fk_outer with a Python body: same output, run for run.
+    fk = FkJoinProject.create(scratch_project, spark, models=("fk_outer", "fk_outer_py"))
+    steps = [
+        (lambda: (fk.put_right(("r1", "x"), ("r2", "y")), fk.put_left(("k1", "a", "r1"))), {
+            ("r1", "k1"): ("a", "r1", "x"),
+            ("r2", None): (None, None, "y"),   # unreferenced right row, left side null
+        }),
+        (lambda: fk.put_left(("k1", "a", "r2")), {   # FK moves: (r1, k1) deleted, (r2, k1) inserted
+            ("r1", None): (None, None, "x"),
+            ("r2", "k1"): ("a", "r2", "y"),
+        }),
+        (lambda: (fk.delete_right("r1"), fk.put_left(("k2", "b", "r9"))), {   # r9: no such right row
+            ("r2", "k1"): ("a", "r2", "y"),
+            ("r9", "k2"): ("b", "r9", None),
+        }),
+    ]
+    for run, (change, expected) in enumerate(steps, start=1):
+        change()
+        fk.run()
+        for model in ("fk_outer", "fk_outer_py"):
+            assert fk.output(model) == expected, f"{model} after run {run}"
+            assert fk.last_run_log(model)["mode"] == ("full_refresh" if run == 1 else "incremental")
+    # The Python body's output changes exactly as the SQL body's does.
+    assert fk.output_changes("fk_outer_py") == fk.output_changes("fk_outer") == {
+        ("delete", ("r1", None)), ("insert", ("r9", "k2"))}
 
 
 def test_fk_to_null_and_back(fk):

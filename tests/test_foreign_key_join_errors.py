@@ -47,8 +47,24 @@ def test_foreign_key_that_does_not_compile(project_with, spark):
     fk = project_with(foreign_key="'no_such_column'")
     fk.put_left(("k1", "a", "r1"))
     message = error_of(fk.run(check=False))
-    assert "joined: config 'foreign_key' (no_such_column)" in message
+    assert "joined: config 'foreign_key' (no_such_column) does not compile against the left input" in message
+    assert "no_such_column" in message.split("does not compile")[1]   # Spark's reason follows
+    assert "over the left columns (k, v, fk)" in message
     assert not spark.catalog.tableExists(f"{fk.schema}.joined")
+
+    # Built once with a good expression, then edited into one that does not parse: the run
+    # fails naming the expression, and the output is left as it was.
+    model_file = fk.project.path / "models" / "joined.sql"
+    model_file.write_text(model(foreign_key="'upper(fk)'"))
+    fk.put_right(("R1", "x"))
+    fk.run()
+    version = fk.output_version("joined")
+    model_file.write_text(model(foreign_key="'upper(fk'"))
+    message = error_of(fk.run(check=False))
+    assert "joined: config 'foreign_key' (upper(fk) does not compile" in message
+    assert "Syntax error" in message
+    assert fk.output_version("joined") == version
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x"}
 
 
 def test_duplicate_keys_in_an_input_fail_before_anything_is_written(project_with, spark):

@@ -4,12 +4,13 @@
     resolve config → pin input versions → read changes → affected left keys (left changes, plus
     right changes fanned out through the CombinedKey index) → recompute those rows → MERGE output
     → MERGE index → advance highwater → log. See README for the flowchart. -#}
-{% materialization foreign_key_join, adapter='spark', supported_languages=['sql'] %}
+{% materialization foreign_key_join, adapter='spark', supported_languages=['sql', 'python'] %}
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.foreign_key_join_config() -%}
-  {%- set inputs = incremental_joins.join_inputs(sql) -%}
+  {%- set inputs = incremental_joins.join_inputs() -%}
   {%- set existing = load_cached_relation(this) -%}
   {%- set index = incremental_joins.state_relation('index') -%}
+  {%- do incremental_joins.check_foreign_key(cfg, inputs.left) -%}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.create_highwater() %}
 
@@ -26,7 +27,6 @@
       {%- do versions.update({name: pending if use_pending else incremental_joins.latest_version(name)}) -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- do incremental_joins.check_foreign_key(cfg, inputs.left) -%}
 
   {%- set full_reason = none -%}
   {%- if existing is none -%}{%- set full_reason = 'first run' -%}
@@ -35,15 +35,21 @@
   {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
   {%- endif -%}
 
-  {%- if full_reason is none -%}
-    {%- set plans = {} -%}
-    {%- for name in versions -%}
-      {%- do plans.update({name: incremental_joins.change_plan(name, consumed[name], versions[name])}) -%}
-    {%- endfor -%}
-    {%- set stats = incremental_joins.fk_join_incremental(cfg, inputs, consumed, versions, plans, existing, index) -%}
+  {%- set plans = {} -%}
+  {%- for name in versions if full_reason is none -%}
+    {%- do plans.update({name: incremental_joins.change_plan(name, consumed[name], versions[name])}) -%}
+  {%- endfor -%}
+  {%- set plan = incremental_joins.fk_join_plan(cfg, inputs, consumed, versions, plans, existing, full_reason) -%}
+  {%- set new_rows = none -%}
+  {%- if plan.left_sql is not defined -%}
+  {%- elif model.language == 'python' -%}
+    {#- A Python body runs here, in the materialization itself, as dbt requires. -#}
+    {%- call statement('python_body', language='python') -%}{{ incremental_joins.python_body(cfg, inputs, plan) }}{%- endcall -%}
+    {%- set new_rows = 'select * from ' ~ incremental_joins.state_relation('python_rows') -%}
   {%- else -%}
-    {%- set stats = incremental_joins.fk_join_full(cfg, inputs, versions, existing, index, full_reason) -%}
+    {%- set new_rows = incremental_joins.with_inputs(sql, inputs, plan.left_sql, plan.right_sql) -%}
   {%- endif -%}
+  {%- set stats = incremental_joins.fk_join_write(cfg, plan, new_rows, existing, versions) -%}
 
   {% do incremental_joins.inject_failure('before_highwater') %}
   {% do incremental_joins.advance_highwater() %}
@@ -57,7 +63,8 @@
 
 
 {#- {'left': relation name, 'right': relation name} from the markers join() left in the SQL. -#}
-{% macro join_inputs(sql) %}
+{% macro join_inputs() %}
+  {%- if model.language == 'python' -%}{{ return(incremental_joins.python_join_inputs()) }}{%- endif -%}
   {%- set found = {} -%}
   {%- for side in ['left', 'right'] -%}
     {%- set match = modules.re.search('/\\*ij:' ~ side ~ '\\*/\\s*(\\S+)', sql) -%}
@@ -72,11 +79,18 @@
   {{ return(found) }}
 {% endmacro %}
 
-{#- A foreign key written as a plain column name must be a column of the left input. -#}
+{#- Every foreign-key expression must compile against the left input, checked before anything is
+    written. EXPLAIN of EXECUTE IMMEDIATE reports parse and analysis errors as text instead of
+    failing, so the message can name the config key and the fix. -#}
 {% macro check_foreign_key(cfg, left) %}
-  {%- set columns = adapter.get_columns_in_relation(incremental_joins.parse_relation(left)) | map(attribute='name') | map('lower') | list -%}
-  {%- for expr in cfg.foreign_key if modules.re.match('^\\w+$', expr) and expr | lower not in columns -%}
-    {{ incremental_joins.config_error('foreign_key', expr, 'is not a column of the left input ' ~ left ~ ' (' ~ columns | join(', ') ~ ')', 'name a left column, or write an SQL expression over the left columns') }}
+  {%- for expr in cfg.foreign_key -%}
+    {%- set probe = 'select (' ~ expr ~ ') from ' ~ left ~ ' where false' -%}
+    {%- set plan = incremental_joins.scalar("explain extended execute immediate '" ~ probe | replace('\\', '\\\\') | replace("'", "\\'") ~ "'") -%}
+    {%- set failure = modules.re.search('== Analyzed Logical Plan ==\\s*\\S*(?:Exception|Error):\\s*([^\\n]+)', plan) -%}
+    {%- if failure -%}
+      {%- set columns = adapter.get_columns_in_relation(incremental_joins.parse_relation(left)) | map(attribute='name') | list -%}
+      {{ incremental_joins.config_error('foreign_key', expr, 'does not compile against the left input ' ~ left ~ ': ' ~ failure.group(1) | trim, 'write a column or an SQL expression over the left columns (' ~ columns | join(', ') ~ ')') }}
+    {%- endif -%}
   {%- endfor -%}
 {% endmacro %}
 

@@ -42,62 +42,39 @@
   {{ return(columns) }}
 {% endmacro %}
 
-{% macro fk_join_full(cfg, inputs, versions, existing, index, reason, left_rows=none) %}
+{#- Phase 1 — what to recompute. Runs every check (duplicate keys, history) before anything is
+    written and returns the plan: {'mode': 'unchanged'}, or the two version-pinned inputs to run
+    the model body over ('left_sql', 'right_sql') with 'mode' incremental (the affected region),
+    fallback (everything, written change-minimally) or full_refresh (the output re-created). -#}
+{% macro fk_join_plan(cfg, inputs, consumed, versions, plans, existing, full_reason) %}
   {%- set left_now = incremental_joins.pinned(inputs.left, versions[inputs.left]) -%}
   {%- set right_now = incremental_joins.pinned(inputs.right, versions[inputs.right]) -%}
-  {%- set new_rows = incremental_joins.with_inputs(sql, inputs, left_now, right_now) -%}
-  {%- do incremental_joins.check_output_columns(cfg, new_rows) -%}
+  {%- set left_rows = none -%}
+  {%- if full_reason is none -%}
+    {%- set region = incremental_joins.fk_join_region(cfg, inputs, consumed, versions, plans, left_now, right_now) -%}
+    {%- if region.mode != 'fallback' -%}{{ return(region) }}{%- endif -%}
+    {%- set full_reason, left_rows = region.fallback_reason, region.left_rows -%}
+  {%- endif -%}
   {%- do incremental_joins.assert_unique_keys(inputs.left, cfg.left_key, left_now, 'left_key') -%}
   {%- do incremental_joins.assert_unique_keys(inputs.right, cfg.right_key, right_now, 'right_key') -%}
-  {%- do incremental_joins.pin_versions(versions) -%}
-  {%- if existing is none or should_full_refresh() -%}
-    {%- do incremental_joins.create_output(new_rows, cfg.key_columns) -%}
-    {%- set written = incremental_joins.last_write_metrics(this, -1) -%}
-    {%- set mode = 'full_refresh' -%}
-  {%- else -%}
-    {#- The automatic fallback: everything is the region, still written change-minimally. -#}
-    {%- set staged = incremental_joins.stage('new_rows', new_rows) -%}
-    {%- set stale = 'select t.* from ' ~ this ~ ' as t left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(cfg.key_columns, 't', 'n') -%}
-    {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, adapter.get_columns_in_relation(this) | map(attribute='name') | list, 'main') -%}
-    {%- set mode = 'fallback' -%}
-  {%- endif -%}
-  {%- do incremental_joins.inject_failure('after_output_merge') -%}
-  {%- do incremental_joins.create_state_table(index, incremental_joins.fk_index_rows(cfg, left_now), incremental_joins.fk_columns(cfg)) -%}
-  {%- do incremental_joins.inject_failure('after_index_merge') -%}
-  {%- set total = left_rows if left_rows is not none else incremental_joins.scalar('select count(*) from (' ~ left_now ~ ') as l') -%}
-  {{ return({'mode': mode, 'fallback_reason': reason, 'rows_read': total, 'affected_keys': total,
-             'rows_inserted': written.inserted, 'rows_updated': written.updated, 'rows_deleted': written.deleted}) }}
+  {{ return({'mode': 'full_refresh' if existing is none or should_full_refresh() else 'fallback', 'fallback_reason': full_reason,
+             'left_sql': left_now, 'right_sql': right_now, 'left_rows': left_rows}) }}
 {% endmacro %}
 
-{#- The output table, created with the full recompute's SQL kept as a table property for the
-    `equals_full_recompute` test. -#}
-{% macro create_output(new_rows, key_columns) %}
-  {%- call statement('main') -%}
-    create or replace table {{ this }}
-    using delta
-    cluster by ({{ incremental_joins.column_list(key_columns) }})
-    {{ incremental_joins.delta_tblproperties({'incremental_joins.recompute_sql': sql}) }}
-    as {{ new_rows }}
-  {%- endcall -%}
-{% endmacro %}
-
-{% macro fk_join_incremental(cfg, inputs, consumed, versions, plans, existing, index) %}
+{#- The incremental plan: changed keys of each input, the affected left keys (changed left rows,
+    plus the left rows that reference a changed right key, found through the CombinedKey index),
+    and the affected left rows as they are now with the right rows they (and, for an outer join,
+    the right rows no left row references any more) join to. -#}
+{% macro fk_join_region(cfg, inputs, consumed, versions, plans, left_now, right_now) %}
   {%- set L, R = inputs.left, inputs.right -%}
-  {%- set left_now = incremental_joins.pinned(L, versions[L]) -%}
-  {%- set right_now = incremental_joins.pinned(R, versions[R]) -%}
   {%- set left_changed = plans[L].mode != 'unchanged' -%}
   {%- set right_changed = plans[R].mode != 'unchanged' -%}
   {%- set lk = cfg.left_key -%}
-  {%- set no_change = {'mode': 'incremental', 'rows_read': 0, 'affected_keys': 0} -%}
-  {%- if not left_changed and not right_changed -%}
-    {%- do incremental_joins.pin_versions(versions) -%}
-    {%- call statement('main') -%}select 'no input changed' as outcome{%- endcall -%}
-    {{ return(no_change) }}
-  {%- endif -%}
+  {%- if not left_changed and not right_changed -%}{{ return({'mode': 'unchanged'}) }}{%- endif -%}
+  {%- set index = incremental_joins.state_relation('index') -%}
 
-  {#- 1. Changed keys of each input, and the affected left keys: changed left rows plus the left
-         rows that reference a changed right key, found through the CombinedKey index. -#}
   {%- set parts = [] -%}
+  {%- set changed_left, changed_right = none, none -%}
   {%- if left_changed -%}
     {%- set changed_left = incremental_joins.stage('changed_left', incremental_joins.changed_keys_sql(L, lk, plans[L], consumed[L], versions[L])) -%}
     {%- do parts.append('select ' ~ incremental_joins.column_list(lk) ~ ', true as left_change, false as fan_out from ' ~ changed_left) -%}
@@ -110,15 +87,13 @@
   {%- set counts = run_query('select count(*), coalesce(sum(cast(left_change as int)), 0), coalesce(sum(cast(fan_out and not left_change as int)), 0) from ' ~ affected).rows[0] -%}
   {%- set right_rows_read = incremental_joins.scalar('select count(*) from ' ~ changed_right) if right_changed else 0 -%}
 
-  {#- 2. Too large a change: recompute everything (still change-minimal), and say why. -#}
+  {#- Too large a change: recompute everything (still change-minimal), and say why. -#}
   {%- set left_rows = incremental_joins.scalar('select count(*) from (' ~ left_now ~ ') as l') -%}
   {%- if counts[0] > cfg.full_recompute_above * left_rows and counts[0] > 0 -%}
-    {%- set reason = counts[0] ~ ' of ' ~ left_rows ~ ' left rows affected, above full_recompute_above=' ~ cfg.full_recompute_above -%}
-    {{ return(incremental_joins.fk_join_full(cfg, inputs, versions, existing, index, reason, left_rows)) }}
+    {{ return({'mode': 'fallback', 'left_rows': left_rows,
+               'fallback_reason': counts[0] ~ ' of ' ~ left_rows ~ ' left rows affected, above full_recompute_above=' ~ cfg.full_recompute_above}) }}
   {%- endif -%}
 
-  {#- 3. The affected left rows as they are now, and the right rows they (and, for an outer join,
-         the right rows no left row references any more) join to. -#}
   {%- set left_rows_now = 'select __x.* from (' ~ left_now ~ ') as __x left semi join ' ~ affected ~ ' as __k on ' ~ incremental_joins.keys_match(lk, '__x', '__k') -%}
   {%- do incremental_joins.assert_unique_keys(L, lk, left_rows_now, 'left_key') -%}
   {%- set right_keys = ['select ' ~ incremental_joins.fk_columns(cfg) | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, left_rows_now) ~ ') as f'] -%}
@@ -131,30 +106,71 @@
   {%- if right_changed -%}
     {%- do incremental_joins.assert_unique_keys(R, cfg.right_key, 'select __y.* from (' ~ right_now ~ ') as __y left semi join ' ~ changed_right ~ ' as __c on ' ~ incremental_joins.keys_match(cfg.right_key, '__y', '__c'), 'right_key') -%}
   {%- endif -%}
+  {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now, 'left_now': left_now,
+             'affected': affected, 'affected_right': affected_right, 'changed_left': changed_left,
+             'rows_read': counts[1] + right_rows_read, 'affected_keys': counts[0], 'fan_out': counts[2]}) }}
+{% endmacro %}
 
-  {#- 4. Recompute the region and MERGE it into the output, change-minimally. -#}
+{#- Phase 2 — write: the recomputed rows (`new_rows`, the model body over the plan's inputs) go
+    into the output with a change-minimal MERGE, then the CombinedKey index follows. -#}
+{% macro fk_join_write(cfg, plan, new_rows, existing, versions) %}
+  {%- set index = incremental_joins.state_relation('index') -%}
   {%- do incremental_joins.pin_versions(versions) -%}
-  {%- set staged = incremental_joins.stage('new_rows', incremental_joins.with_inputs(sql, inputs, left_rows_now, right_rows_now)) -%}
-  {%- set region = 'select t.* from ' ~ this ~ ' as t left semi join ' ~ affected ~ ' as k on ' ~ incremental_joins.keys_match(lk, 't', 'k') -%}
-  {%- if affected_right is not none -%}
-    {%- set no_left = [] -%}
-    {%- for c in lk -%}{%- do no_left.append('t.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
-    {%- set region = region ~ ' union all select t.* from ' ~ this ~ ' as t left semi join ' ~ affected_right ~ ' as r on ' ~ incremental_joins.keys_match(cfg.right_key, 't', 'r') ~ ' where ' ~ no_left | join(' and ') -%}
+  {%- if plan.mode == 'unchanged' -%}
+    {%- call statement('main') -%}select 'no input changed' as outcome{%- endcall -%}
+    {{ return({'mode': 'incremental', 'rows_read': 0, 'affected_keys': 0}) }}
   {%- endif -%}
-  {%- set stale = 'select g.* from (' ~ region ~ ') as g left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(cfg.key_columns, 'g', 'n') -%}
-  {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, adapter.get_columns_in_relation(this) | map(attribute='name') | list, 'main') -%}
+  {%- if plan.mode != 'incremental' -%}{%- do incremental_joins.check_output_columns(cfg, new_rows) -%}{%- endif -%}
+  {%- set stats = {'mode': plan.mode} -%}
+  {%- if plan.mode == 'full_refresh' -%}
+    {%- do incremental_joins.create_output(new_rows, cfg.key_columns) -%}
+    {%- set written = incremental_joins.last_write_metrics(this, -1) -%}
+  {%- else -%}
+    {%- set staged = incremental_joins.stage('new_rows', new_rows) -%}
+    {%- if plan.mode == 'incremental' -%}
+      {%- set region = 'select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected ~ ' as k on ' ~ incremental_joins.keys_match(cfg.left_key, 't', 'k') -%}
+      {%- if plan.affected_right is not none -%}
+        {%- set no_left = [] -%}
+        {%- for c in cfg.left_key -%}{%- do no_left.append('t.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
+        {%- set region = region ~ ' union all select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected_right ~ ' as r on ' ~ incremental_joins.keys_match(cfg.right_key, 't', 'r') ~ ' where ' ~ no_left | join(' and ') -%}
+      {%- endif -%}
+    {%- else -%}
+      {%- set region = 'select * from ' ~ this -%}
+    {%- endif -%}
+    {%- set stale = 'select g.* from (' ~ region ~ ') as g left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(cfg.key_columns, 'g', 'n') -%}
+    {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, adapter.get_columns_in_relation(this) | map(attribute='name') | list, 'main') -%}
+  {%- endif -%}
   {%- do incremental_joins.inject_failure('after_output_merge') -%}
 
-  {#- 5. Keep the CombinedKey index current for the changed left rows. -#}
-  {%- if left_changed -%}
-    {%- set changed_now = 'select __x.* from (' ~ left_now ~ ') as __x left semi join ' ~ changed_left ~ ' as __c on ' ~ incremental_joins.keys_match(lk, '__x', '__c') -%}
-    {%- set new_index = incremental_joins.fk_index_rows(cfg, changed_now) -%}
-    {%- set stale_index = 'select i.* from ' ~ index ~ ' as i left semi join ' ~ changed_left ~ ' as c on ' ~ incremental_joins.keys_match(lk, 'i', 'c') ~ ' left anti join (' ~ new_index ~ ') as n on ' ~ incremental_joins.keys_match(lk, 'i', 'n') -%}
-    {%- do incremental_joins.merge_changes(index, new_index, stale_index, lk, lk + incremental_joins.fk_columns(cfg)) -%}
+  {%- if plan.mode != 'incremental' -%}
+    {%- do incremental_joins.create_state_table(index, incremental_joins.fk_index_rows(cfg, plan.left_sql), incremental_joins.fk_columns(cfg)) -%}
+    {%- set total = plan.left_rows if plan.left_rows is not none else incremental_joins.scalar('select count(*) from (' ~ plan.left_sql ~ ') as l') -%}
+    {%- do stats.update({'fallback_reason': plan.fallback_reason, 'rows_read': total, 'affected_keys': total}) -%}
+  {%- else -%}
+    {%- if plan.changed_left is not none -%}
+      {%- set lk = cfg.left_key -%}
+      {%- set changed_now = 'select __x.* from (' ~ plan.left_now ~ ') as __x left semi join ' ~ plan.changed_left ~ ' as __c on ' ~ incremental_joins.keys_match(lk, '__x', '__c') -%}
+      {%- set new_index = incremental_joins.fk_index_rows(cfg, changed_now) -%}
+      {%- set stale_index = 'select i.* from ' ~ index ~ ' as i left semi join ' ~ plan.changed_left ~ ' as c on ' ~ incremental_joins.keys_match(lk, 'i', 'c') ~ ' left anti join (' ~ new_index ~ ') as n on ' ~ incremental_joins.keys_match(lk, 'i', 'n') -%}
+      {%- do incremental_joins.merge_changes(index, new_index, stale_index, lk, lk + incremental_joins.fk_columns(cfg)) -%}
+    {%- endif -%}
+    {%- do stats.update({'rows_read': plan.rows_read, 'affected_keys': plan.affected_keys, 'fan_out': plan.fan_out}) -%}
   {%- endif -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
-  {{ return({'mode': 'incremental', 'rows_read': counts[1] + right_rows_read, 'affected_keys': counts[0], 'fan_out': counts[2],
-             'rows_inserted': written.inserted, 'rows_updated': written.updated, 'rows_deleted': written.deleted}) }}
+  {%- do stats.update({'rows_inserted': written.inserted, 'rows_updated': written.updated, 'rows_deleted': written.deleted}) -%}
+  {{ return(stats) }}
+{% endmacro %}
+
+{#- The output table, created with the full recompute's SQL kept as a table property for the
+    `equals_full_recompute` test (SQL bodies only). -#}
+{% macro create_output(new_rows, key_columns) %}
+  {%- call statement('main') -%}
+    create or replace table {{ this }}
+    using delta
+    cluster by ({{ incremental_joins.column_list(key_columns) }})
+    {{ incremental_joins.delta_tblproperties({'incremental_joins.recompute_sql': sql} if model.language == 'sql' else {}) }}
+    as {{ new_rows }}
+  {%- endcall -%}
 {% endmacro %}
 
 {#- Outer join: right keys whose "no left row references me" row may appear or vanish — changed

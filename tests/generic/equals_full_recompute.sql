@@ -6,7 +6,7 @@
   {%- if execute -%}
     {%- set recompute = incremental_joins.table_property(model, 'incremental_joins.recompute_sql') -%}
     {%- if recompute is none -%}
-      {{ exceptions.raise_compiler_error('equals_full_recompute: ' ~ model ~ ' has no incremental_joins.recompute_sql property; it is not built by an incremental_joins materialization, or was built by an older version (run it with --full-refresh).') }}
+      {{ exceptions.raise_compiler_error('equals_full_recompute: ' ~ model ~ ' has no incremental_joins.recompute_sql property; it is not built by an incremental_joins materialization, has a Python body (no SQL recompute to compare with), or was built by an older version (run it with --full-refresh).') }}
     {%- endif -%}
   {%- endif %}
   {{ incremental_joins.rowset_difference('select * from ' ~ model, recompute) }}
