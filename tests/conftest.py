@@ -8,7 +8,9 @@ metastore (only one JVM ever touches it).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import textwrap
 from pathlib import Path
 from typing import Callable
@@ -53,7 +55,9 @@ def scratch_project(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Ca
     """A throw-away dbt project that installs this package; files given as {relative path: text}."""
 
     def make(files: dict[str, str], schema: str | None = None) -> DbtProject:
-        schema = schema or "t_" + request.node.name.lower().replace("[", "_").replace("]", "")[:40]
+        # Unique per test (parametrized ones too), so no test sees another's tables.
+        name = request.node.name.lower()
+        schema = schema or "t_" + re.sub(r"\W", "_", name)[:32] + "_" + hashlib.sha1(name.encode()).hexdigest()[:6]
         (tmp_path / "profiles.yml").write_text(PROFILE.format(schema=schema))
         (tmp_path / "dbt_project.yml").write_text(
             "name: scratch\nversion: '1.0'\nconfig-version: 2\nprofile: scratch\n"

@@ -10,13 +10,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-SOURCES = """
-version: 2
-sources:
-  - name: t
-    schema: "{{ target.schema }}"
-    tables: [{name: lhs}, {name: rhs}]
-"""
+def sources_yml(*tables: str) -> str:
+    """dbt sources: the given tables of source 't', in the target schema."""
+    return ("version: 2\nsources:\n  - name: t\n    schema: \"{{ target.schema }}\"\n"
+            f"    tables: [{', '.join('{name: ' + t + '}' for t in tables)}]\n")
+
+
+SOURCES = sources_yml("lhs", "rhs")
 
 MODEL = """
 {{{{ config(materialized='foreign_key_join', left_key='k', right_key='rk', foreign_key='fk',

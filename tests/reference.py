@@ -39,3 +39,15 @@ def changed_keys(before: dict, after: dict) -> set[tuple[str, object]]:
         elif before[key] != after[key]:
             out.add(("update_postimage", key))
     return out
+
+
+def changelog_table(events: list[tuple[str, Optional[str], str, int, int]]) -> dict:
+    """SPEC §1: events (id, name, op, lsn, offset) in arrival order -> {id: (name, lsn)}.
+    An event applies when its sequence is at least the key's last applied one (a later arrival
+    wins a tie); a delete's sequence stays as a tombstone."""
+    last: dict[str, tuple[int, Optional[tuple]]] = {}
+    for id_, name, op, lsn, _ in events:
+        if id_ in last and lsn < last[id_][0]:
+            continue
+        last[id_] = (lsn, None if op == "d" else (name, lsn))
+    return {k: row for k, (_, row) in last.items() if row is not None}

@@ -8,38 +8,15 @@
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.foreign_key_join_config() -%}
   {%- set inputs = incremental_joins.join_inputs() -%}
-  {%- set existing = load_cached_relation(this) -%}
-  {%- set index = incremental_joins.state_relation('index') -%}
   {%- do incremental_joins.check_foreign_key(cfg, inputs.left) -%}
-  {{ run_hooks(pre_hooks) }}
-  {% do incremental_joins.create_highwater() %}
-
-  {%- set highwater = incremental_joins.read_highwater() -%}
-  {%- set consumed = {} -%}
-  {%- set versions = {} -%}
-  {%- for name in inputs.values() | unique -%}
-    {%- do consumed.update({name: highwater.get(name, {}).get('version')}) -%}
-    {%- set pending = highwater.get(name, {}).get('pending') -%}
-    {%- set use_pending = pending is not none and not should_full_refresh() -%}
-    {%- if not incremental_joins.has_delta_history(name, cfg.on_missing_history) -%}
-      {%- do versions.update({name: none}) -%}
-    {%- else -%}
-      {%- do versions.update({name: pending if use_pending else incremental_joins.latest_version(name)}) -%}
-    {%- endif -%}
-  {%- endfor -%}
-
-  {%- set full_reason = none -%}
-  {%- if existing is none -%}{%- set full_reason = 'first run' -%}
-  {%- elif should_full_refresh() -%}{%- set full_reason = '--full-refresh' -%}
-  {%- elif none in consumed.values() or not adapter.get_relation(database=none, schema=index.schema, identifier=index.identifier) -%}{%- set full_reason = 'no highwater' -%}
-  {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
-  {%- endif -%}
+  {%- set run = incremental_joins.begin_run(inputs.values(), cfg.on_missing_history, [incremental_joins.state_relation('index')]) -%}
+  {%- set consumed, versions, full_reason = run.consumed, run.versions, run.full_reason -%}
 
   {%- set plans = {} -%}
   {%- for name in versions if full_reason is none -%}
     {%- do plans.update({name: incremental_joins.change_plan(name, consumed[name], versions[name])}) -%}
   {%- endfor -%}
-  {%- set plan = incremental_joins.fk_join_plan(cfg, inputs, consumed, versions, plans, existing, full_reason) -%}
+  {%- set plan = incremental_joins.fk_join_plan(cfg, inputs, consumed, versions, plans, full_reason) -%}
   {%- set new_rows = none -%}
   {%- if plan.left_sql is not defined -%}
   {%- elif model.language == 'python' -%}
@@ -47,36 +24,20 @@
     {%- call statement('python_body', language='python') -%}{{ incremental_joins.python_body(cfg, inputs, plan) }}{%- endcall -%}
     {%- set new_rows = 'select * from ' ~ incremental_joins.state_relation('python_rows') -%}
   {%- else -%}
-    {%- set new_rows = incremental_joins.with_inputs(sql, inputs, plan.left_sql, plan.right_sql) -%}
+    {%- set new_rows = incremental_joins.with_inputs(sql, inputs, {'left': plan.left_sql, 'right': plan.right_sql}) -%}
   {%- endif -%}
-  {%- set stats = incremental_joins.fk_join_write(cfg, plan, new_rows, existing, versions) -%}
+  {%- set stats = incremental_joins.fk_join_write(cfg, plan, new_rows, versions) -%}
 
-  {% do incremental_joins.inject_failure('before_highwater') %}
-  {% do incremental_joins.advance_highwater() %}
-  {% do incremental_joins.release_staged() %}
-  {% do stats.update({'versions_read': versions}) %}
-  {% do incremental_joins.log_run('foreign_key_join', started_at, stats) %}
-  {{ run_hooks(post_hooks) }}
-  {% do persist_docs(this, model) %}
+  {% do incremental_joins.end_run('foreign_key_join', started_at, stats, versions) %}
   {{ return({'relations': [this]}) }}
 {% endmaterialization %}
 
 
-{#- {'left': relation name, 'right': relation name} from the markers join() left in the SQL. -#}
+{#- {'left': relation name, 'right': relation name}: from the join() markers, or for a Python
+    body from its dbt.ref()/dbt.source() calls. -#}
 {% macro join_inputs() %}
   {%- if model.language == 'python' -%}{{ return(incremental_joins.python_join_inputs()) }}{%- endif -%}
-  {%- set found = {} -%}
-  {%- for side in ['left', 'right'] -%}
-    {%- set match = modules.re.search('/\\*ij:' ~ side ~ '\\*/\\s*(\\S+)', sql) -%}
-    {%- if not match -%}
-      {%- set msg -%}
-{{ model.name }}: a foreign_key_join model selects from {{ '{{' }} incremental_joins.join(ref('left_model'), ref('right_model')) {{ '}}' }}; no such join was found in its SQL. Write the body as `select ... from {{ '{{' }} incremental_joins.join(ref('orders'), ref('customers')) {{ '}}' }}`.
-      {%- endset -%}
-      {{ exceptions.raise_compiler_error(msg) }}
-    {%- endif -%}
-    {%- do found.update({side: match.group(1)}) -%}
-  {%- endfor -%}
-  {{ return(found) }}
+  {{ return(incremental_joins.marked_inputs(sql, ['left', 'right'], "select ... from {{ incremental_joins.join(ref('orders'), ref('customers')) }}")) }}
 {% endmacro %}
 
 {#- Every foreign-key expression must compile against the left input, checked before anything is
@@ -92,17 +53,4 @@
       {{ incremental_joins.config_error('foreign_key', expr, 'does not compile against the left input ' ~ left ~ ': ' ~ failure.group(1) | trim, 'write a column or an SQL expression over the left columns (' ~ columns | join(', ') ~ ')') }}
     {%- endif -%}
   {%- endfor -%}
-{% endmacro %}
-
-{#- The model SQL with each input replaced by the given subquery. -#}
-{% macro with_inputs(sql, inputs, left_sql, right_sql) %}
-  {%- set out = sql.replace('/*ij:left*/ ' ~ inputs.left, '(' ~ left_sql ~ ')') -%}
-  {{ return(out.replace('/*ij:right*/ ' ~ inputs.right, '(' ~ right_sql ~ ')')) }}
-{% endmacro %}
-
-{#- Tests only: stop a run at a named step to prove that a re-run repairs it. -#}
-{% macro inject_failure(step) %}
-  {%- if var('incremental_joins_fail_at', none) == step -%}
-    {{ exceptions.raise_compiler_error(model.name ~ ': injected failure at ' ~ step ~ ' (var incremental_joins_fail_at)') }}
-  {%- endif -%}
 {% endmacro %}

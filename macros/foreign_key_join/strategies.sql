@@ -44,9 +44,9 @@
 
 {#- Phase 1 — what to recompute. Runs every check (duplicate keys, history) before anything is
     written and returns the plan: {'mode': 'unchanged'}, or the two version-pinned inputs to run
-    the model body over ('left_sql', 'right_sql') with 'mode' incremental (the affected region),
-    fallback (everything, written change-minimally) or full_refresh (the output re-created). -#}
-{% macro fk_join_plan(cfg, inputs, consumed, versions, plans, existing, full_reason) %}
+    the model body over ('left_sql', 'right_sql') with 'mode' incremental (the affected region)
+    or full (everything). -#}
+{% macro fk_join_plan(cfg, inputs, consumed, versions, plans, full_reason) %}
   {%- set left_now = incremental_joins.pinned(inputs.left, versions[inputs.left]) -%}
   {%- set right_now = incremental_joins.pinned(inputs.right, versions[inputs.right]) -%}
   {%- set left_rows = none -%}
@@ -57,7 +57,7 @@
   {%- endif -%}
   {%- do incremental_joins.assert_unique_keys(inputs.left, cfg.left_key, left_now, 'left_key') -%}
   {%- do incremental_joins.assert_unique_keys(inputs.right, cfg.right_key, right_now, 'right_key') -%}
-  {{ return({'mode': 'full_refresh' if existing is none or should_full_refresh() else 'fallback', 'fallback_reason': full_reason,
+  {{ return({'mode': 'full', 'fallback_reason': full_reason,
              'left_sql': left_now, 'right_sql': right_now, 'left_rows': left_rows}) }}
 {% endmacro %}
 
@@ -113,40 +113,35 @@
 
 {#- Phase 2 — write: the recomputed rows (`new_rows`, the model body over the plan's inputs) go
     into the output with a change-minimal MERGE, then the CombinedKey index follows. -#}
-{% macro fk_join_write(cfg, plan, new_rows, existing, versions) %}
+{% macro fk_join_write(cfg, plan, new_rows, versions) %}
   {%- set index = incremental_joins.state_relation('index') -%}
   {%- do incremental_joins.pin_versions(versions) -%}
   {%- if plan.mode == 'unchanged' -%}
     {%- call statement('main') -%}select 'no input changed' as outcome{%- endcall -%}
     {{ return({'mode': 'incremental', 'rows_read': 0, 'affected_keys': 0}) }}
   {%- endif -%}
-  {%- if plan.mode != 'incremental' -%}{%- do incremental_joins.check_output_columns(cfg, new_rows) -%}{%- endif -%}
-  {%- set stats = {'mode': plan.mode} -%}
-  {%- if plan.mode == 'full_refresh' -%}
-    {%- do incremental_joins.create_output(new_rows, cfg.key_columns) -%}
-    {%- set written = incremental_joins.last_write_metrics(this, -1) -%}
+
+  {%- if plan.mode != 'incremental' -%}
+    {#- Everything: the output re-created (or merged, for the automatic fallback), the index rebuilt. -#}
+    {%- do incremental_joins.check_output_columns(cfg, new_rows) -%}
+    {%- set written, mode = incremental_joins.write_all(new_rows, cfg.key_columns, sql) -%}
+    {%- do incremental_joins.inject_failure('after_output_merge') -%}
+    {%- do incremental_joins.create_state_table(index, incremental_joins.fk_index_rows(cfg, plan.left_sql), incremental_joins.fk_columns(cfg)) -%}
+    {%- set total = plan.left_rows if plan.left_rows is not none else incremental_joins.scalar('select count(*) from (' ~ plan.left_sql ~ ') as l') -%}
+    {%- set stats = {'mode': mode, 'fallback_reason': plan.fallback_reason, 'rows_read': total, 'affected_keys': total} -%}
   {%- else -%}
+    {#- The affected region: its output rows that must go are those not recomputed. -#}
     {%- set staged = incremental_joins.stage('new_rows', new_rows) -%}
-    {%- if plan.mode == 'incremental' -%}
-      {%- set region = 'select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected ~ ' as k on ' ~ incremental_joins.keys_match(cfg.left_key, 't', 'k') -%}
-      {%- if plan.affected_right is not none -%}
-        {%- set no_left = [] -%}
-        {%- for c in cfg.left_key -%}{%- do no_left.append('t.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
-        {%- set region = region ~ ' union all select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected_right ~ ' as r on ' ~ incremental_joins.keys_match(cfg.right_key, 't', 'r') ~ ' where ' ~ no_left | join(' and ') -%}
-      {%- endif -%}
-    {%- else -%}
-      {%- set region = 'select * from ' ~ this -%}
+    {%- set region = 'select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected ~ ' as k on ' ~ incremental_joins.keys_match(cfg.left_key, 't', 'k') -%}
+    {%- if plan.affected_right is not none -%}
+      {%- set no_left = [] -%}
+      {%- for c in cfg.left_key -%}{%- do no_left.append('t.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
+      {%- set region = region ~ ' union all select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected_right ~ ' as r on ' ~ incremental_joins.keys_match(cfg.right_key, 't', 'r') ~ ' where ' ~ no_left | join(' and ') -%}
     {%- endif -%}
     {%- set stale = 'select g.* from (' ~ region ~ ') as g left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(cfg.key_columns, 'g', 'n') -%}
     {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, adapter.get_columns_in_relation(this) | map(attribute='name') | list, 'main') -%}
-  {%- endif -%}
-  {%- do incremental_joins.inject_failure('after_output_merge') -%}
-
-  {%- if plan.mode != 'incremental' -%}
-    {%- do incremental_joins.create_state_table(index, incremental_joins.fk_index_rows(cfg, plan.left_sql), incremental_joins.fk_columns(cfg)) -%}
-    {%- set total = plan.left_rows if plan.left_rows is not none else incremental_joins.scalar('select count(*) from (' ~ plan.left_sql ~ ') as l') -%}
-    {%- do stats.update({'fallback_reason': plan.fallback_reason, 'rows_read': total, 'affected_keys': total}) -%}
-  {%- else -%}
+    {%- do incremental_joins.inject_failure('after_output_merge') -%}
+    {#- The CombinedKey index follows the changed left rows. -#}
     {%- if plan.changed_left is not none -%}
       {%- set lk = cfg.left_key -%}
       {%- set changed_now = 'select __x.* from (' ~ plan.left_now ~ ') as __x left semi join ' ~ plan.changed_left ~ ' as __c on ' ~ incremental_joins.keys_match(lk, '__x', '__c') -%}
@@ -154,23 +149,11 @@
       {%- set stale_index = 'select i.* from ' ~ index ~ ' as i left semi join ' ~ plan.changed_left ~ ' as c on ' ~ incremental_joins.keys_match(lk, 'i', 'c') ~ ' left anti join (' ~ new_index ~ ') as n on ' ~ incremental_joins.keys_match(lk, 'i', 'n') -%}
       {%- do incremental_joins.merge_changes(index, new_index, stale_index, lk, lk + incremental_joins.fk_columns(cfg)) -%}
     {%- endif -%}
-    {%- do stats.update({'rows_read': plan.rows_read, 'affected_keys': plan.affected_keys, 'fan_out': plan.fan_out}) -%}
+    {%- set stats = {'mode': 'incremental', 'rows_read': plan.rows_read, 'affected_keys': plan.affected_keys, 'fan_out': plan.fan_out} -%}
   {%- endif -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
   {%- do stats.update({'rows_inserted': written.inserted, 'rows_updated': written.updated, 'rows_deleted': written.deleted}) -%}
   {{ return(stats) }}
-{% endmacro %}
-
-{#- The output table, created with the full recompute's SQL kept as a table property for the
-    `equals_full_recompute` test (SQL bodies only). -#}
-{% macro create_output(new_rows, key_columns) %}
-  {%- call statement('main') -%}
-    create or replace table {{ this }}
-    using delta
-    cluster by ({{ incremental_joins.column_list(key_columns) }})
-    {{ incremental_joins.delta_tblproperties({'incremental_joins.recompute_sql': sql} if model.language == 'sql' else {}) }}
-    as {{ new_rows }}
-  {%- endcall -%}
 {% endmacro %}
 
 {#- Outer join: right keys whose "no left row references me" row may appear or vanish — changed

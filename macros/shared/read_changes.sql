@@ -19,7 +19,8 @@
 {% endmacro %}
 
 
-{#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf} for versions (from_version, to_version]. -#}
+{#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf} for versions (from_version, to_version];
+    from_version -1 reads from the table's creation. -#}
 {% macro change_plan(name, from_version, to_version) %}
   {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': ''}) }}{%- endif -%}
   {%- if to_version < from_version -%}
@@ -33,7 +34,7 @@
   {%- set state = namespace(cdf=true, reason='', vacuumed=false, first_change=none) -%}
   {%- for r in rows | reverse if r['version'] > from_version -%}
     {%- if state.first_change is none -%}{%- set state.first_change = r['timestamp'] -%}{%- endif -%}
-    {%- if r['version'] <= to_version and state.cdf and r['operation'] not in ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'STREAMING UPDATE', 'OPTIMIZE', 'COPY INTO', 'TRUNCATE', 'VACUUM START', 'VACUUM END'] -%}
+    {%- if r['version'] <= to_version and state.cdf and not (r['version'] == 0 and r['operation'] in ['CREATE TABLE', 'CREATE TABLE AS SELECT', 'CREATE OR REPLACE TABLE AS SELECT', 'REPLACE TABLE AS SELECT', 'CREATE OR REPLACE TABLE']) and r['operation'] not in ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'STREAMING UPDATE', 'OPTIMIZE', 'COPY INTO', 'TRUNCATE', 'VACUUM START', 'VACUUM END'] -%}
       {%- set state.cdf = false -%}{%- set state.reason = r['operation'] ~ ' at version ' ~ r['version'] -%}
     {%- endif -%}
     {#- VACUUM deletes files removed longer ago than its retention: if that reaches back to the
@@ -48,7 +49,7 @@
   {%- if state.cdf and incremental_joins.table_property(name, 'delta.enableChangeDataFeed') != 'true' -%}
     {%- set state.cdf = false -%}{%- set state.reason = 'change data feed off' -%}
   {%- endif -%}
-  {%- if oldest > from_version or state.vacuumed -%}
+  {%- if oldest > [from_version, 0] | max or state.vacuumed -%}
     {%- set msg -%}
 {{ model.name }}: the history of input {{ name }} no longer reaches back to version {{ from_version }}, which this model consumed last (oldest version kept: {{ oldest }}{{ ', and VACUUM removed files since' if state.vacuumed else '' }}). Run `dbt run --full-refresh --select {{ model.name }}` to rebuild it from the current inputs, and keep the input's history (delta.logRetentionDuration, VACUUM retention) longer than the time between runs.
     {%- endset -%}

@@ -68,3 +68,28 @@
   {%- set table = run_query(sql) -%}
   {{ return(table.rows[0][0] if table.rows | length > 0 else none) }}
 {% endmacro %}
+
+{#- The output table, created from `new_rows` with the SQL of a full recompute kept as a table
+    property for the `equals_full_recompute` test (none: no such SQL, e.g. a Python body). -#}
+{% macro create_output(new_rows, key_columns, recompute_sql) %}
+  {%- call statement('main') -%}
+    create or replace table {{ this }}
+    using delta
+    cluster by ({{ incremental_joins.column_list(key_columns) }})
+    {{ incremental_joins.delta_tblproperties({'incremental_joins.recompute_sql': recompute_sql} if recompute_sql else {}) }}
+    as {{ new_rows }}
+  {%- endcall -%}
+{% endmacro %}
+
+{#- The whole output from `new_rows`: created on a first run or --full-refresh; otherwise (a
+    recompute chosen by the operator) merged change-minimally, so the change feed stays exact.
+    Returns [write metrics, mode]. -#}
+{% macro write_all(new_rows, key_columns, recompute_sql) %}
+  {%- if load_cached_relation(this) is none or should_full_refresh() -%}
+    {%- do incremental_joins.create_output(new_rows, key_columns, recompute_sql) -%}
+    {{ return([incremental_joins.last_write_metrics(this, -1), 'full_refresh']) }}
+  {%- endif -%}
+  {%- set staged = incremental_joins.stage('new_rows', new_rows) -%}
+  {%- set stale = 'select t.* from ' ~ this ~ ' as t left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(key_columns, 't', 'n') -%}
+  {{ return([incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, key_columns, adapter.get_columns_in_relation(this) | map(attribute='name') | list, 'main'), 'fallback']) }}
+{% endmacro %}

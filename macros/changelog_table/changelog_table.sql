@@ -1,0 +1,169 @@
+{#- changelog_table (SPEC §1): CDC change events (Debezium c/r/u/d, insert/update/delete) to the
+    current-state table. Latest sequence per key wins; a delete removes the row and leaves a
+    tombstone, so an older event arriving later changes nothing; equal sequences: the later
+    arrival wins (Delta commit version, then `arrival_order`).
+
+    resolve config → pin the input version → this run's events, validated → the newest event per
+    key → keep those newer than the key's stored sequence → MERGE output → MERGE sequences (and
+    purge expired tombstones) → advance highwater → log. -#}
+{% materialization changelog_table, adapter='spark', supported_languages=['sql'] %}
+  {%- set started_at = modules.datetime.datetime.utcnow() -%}
+  {%- set cfg = incremental_joins.changelog_table_config() -%}
+  {%- set inputs = incremental_joins.marked_inputs(sql, ['stream'], "select * from {{ incremental_joins.stream(source('cdc', 'customers')) }}") -%}
+  {%- set name = inputs.stream -%}
+  {%- set sequences = incremental_joins.state_relation('sequences') -%}
+  {%- set run = incremental_joins.begin_run([name], 'error', [sequences]) -%}
+  {%- set plan = incremental_joins.stream_plan(name, none if run.full_reason else run.consumed[name], run.versions[name]) -%}
+  {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
+  {%- do incremental_joins.pin_versions(run.versions) -%}
+  {%- if plan.mode == 'unchanged' -%}
+    {%- call statement('main') -%}select 'no new change events' as outcome{%- endcall -%}
+    {%- set stats = {'mode': 'incremental'} -%}
+  {%- else -%}
+    {%- set cutoff = incremental_joins.commit_timestamp(name, plan.to) ~ ' - interval ' ~ cfg.tombstone_retention -%}
+    {%- set stats = incremental_joins.changelog_write(cfg, events, run.full_reason, sequences, cutoff) -%}
+  {%- endif -%}
+  {%- do incremental_joins.end_run('changelog_table', started_at, stats, run.versions) -%}
+  {{ return({'relations': [this]}) }}
+{% endmaterialization %}
+
+{#- This run's events, checked before anything is written and staged as: key columns,
+    __ij_seq, __ij_commit, __ij_order, __ij_commit_ts (arrival), __ij_kind (upsert or delete),
+    value columns. Returns {'relation', 'values', 'recompute_sql'}. -#}
+{% macro changelog_events(cfg, inputs, plan) %}
+  {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
+  {%- set columns = get_column_schema_from_query(body) | map(attribute='name') | list -%}
+  {%- set lower_columns = columns | map('lower') | list -%}
+  {%- set has = namespace(before='before' in lower_columns) -%}
+  {%- for key, column in [('operation', cfg.operation), ('sequence', cfg.sequence), ('arrival_order', cfg.arrival_order), ('payload', cfg.payload)] if column and column | lower not in lower_columns -%}
+    {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}
+  {%- endfor -%}
+  {%- for column in ['_commit_version', '_commit_timestamp'] if column not in lower_columns -%}
+    {{ incremental_joins.config_error('(body)', column, 'is dropped by the select list; the arrival order needs it', 'select *, or add _commit_version, _commit_timestamp to the select list') }}
+  {%- endfor -%}
+
+  {#- Key and value columns: top-level columns, or fields of the payload struct (a delete's key
+      from `before` when the payload is null). -#}
+  {%- set payload_fields = [] -%}
+  {%- if cfg.payload -%}
+    {%- set payload_fields = run_query('select ' ~ adapter.quote(cfg.payload) ~ '.* from (' ~ body ~ ') as b limit 0').column_names | list -%}
+  {%- endif -%}
+  {%- set key_exprs = [] -%}
+  {%- for k in cfg.key -%}
+    {%- if k | lower in lower_columns -%}{%- do key_exprs.append(adapter.quote(k) ~ ' as ' ~ adapter.quote(k)) -%}
+    {%- elif k in payload_fields -%}
+      {%- set inner = cfg.payload ~ '.' ~ adapter.quote(k) -%}
+      {%- do key_exprs.append(('coalesce(' ~ inner ~ ', before.' ~ adapter.quote(k) ~ ')' if has.before else inner) ~ ' as ' ~ adapter.quote(k)) -%}
+    {%- else -%}
+      {{ incremental_joins.config_error('key', k, 'is not a column of the model body (' ~ columns | join(', ') ~ ')' ~ (' nor a field of ' ~ cfg.payload if cfg.payload else ''), 'name the key column(s) of the changed rows') }}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- set reserved = (cfg.key + [cfg.operation, cfg.arrival_order, cfg.payload, '_commit_version', '_commit_timestamp', 'before' if cfg.payload else none]) | reject('none') | map('lower') | list -%}
+  {%- set values = [] -%}
+  {%- set value_exprs = [] -%}
+  {%- if cfg.value_columns -%}
+    {%- for c in cfg.value_columns if c | lower not in lower_columns and c not in payload_fields -%}
+      {{ incremental_joins.config_error('value_columns', c, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'list columns the body selects') }}
+    {%- endfor -%}
+    {%- set candidates = cfg.value_columns -%}
+  {%- else -%}
+    {%- set candidates = ([cfg.sequence] if cfg.payload else []) + (payload_fields if cfg.payload else columns) -%}
+  {%- endif -%}
+  {%- for c in candidates if c | lower not in reserved and c not in values -%}
+    {%- do values.append(c) -%}
+    {%- set top_level = c | lower in lower_columns and not (cfg.payload and c in payload_fields and c != cfg.sequence) -%}
+    {%- do value_exprs.append((adapter.quote(c) if top_level else cfg.payload ~ '.' ~ adapter.quote(c)) ~ ' as ' ~ adapter.quote(c)) -%}
+  {%- endfor -%}
+
+  {%- set kinds = [] -%}
+  {%- for value, kind in cfg.mapping.items() -%}{%- do kinds.append("when '" ~ value | replace("'", "\\'") ~ "' then '" ~ kind ~ "'") -%}{%- endfor -%}
+  {%- set events_sql -%}
+    select {{ key_exprs | join(', ') }},
+      {{ adapter.quote(cfg.sequence) }} as __ij_seq, _commit_version as __ij_commit,
+      {{ adapter.quote(cfg.arrival_order) if cfg.arrival_order else '0' }} as __ij_order, _commit_timestamp as __ij_commit_ts,
+      case lower(cast({{ adapter.quote(cfg.operation) }} as string)) {{ kinds | join(' ') }} end as __ij_kind,
+      cast({{ adapter.quote(cfg.operation) }} as string) as __ij_op
+      {%- for e in value_exprs %}, {{ e }}{% endfor %}
+    from ({{ body }}) as b
+  {%- endset -%}
+  {%- set events = incremental_joins.stage('events', events_sql) -%}
+  {%- do incremental_joins.check_changelog_events(cfg, events) -%}
+  {#- For the equals_full_recompute test: the same events, read from the input as it is then. -#}
+  {%- set records_sql = incremental_joins.stream_records_sql(inputs.stream, plan) -%}
+  {%- set open_records = incremental_joins.stream_records_sql(inputs.stream, {'mode': 'cdf' if plan.mode == 'cdf' else 'snapshot', 'from': -1, 'to': none}) -%}
+  {{ return({'relation': events, 'values': values, 'recompute_sql': events_sql.replace(records_sql, open_records)}) }}
+{% endmacro %}
+
+{#- Bad data fails before anything is written: an operation the mapping does not know, a null
+    sequence, key or arrival order. -#}
+{% macro check_changelog_events(cfg, events) %}
+  {%- set null_key = [] -%}
+  {%- for k in cfg.key -%}{%- do null_key.append(adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
+  {%- set keys = incremental_joins.column_list(cfg.key) -%}
+  {%- set row = run_query(
+      "select count_if(__ij_kind is null), array_join(slice(array_sort(collect_set(coalesce(__ij_op, 'null')) filter (where __ij_kind is null)), 1, 5), ', '),"
+      ~ " count_if(__ij_seq is null), to_json(first(struct(" ~ keys ~ ")) filter (where __ij_seq is null)),"
+      ~ " count_if(" ~ null_key | join(' or ') ~ "), count_if(__ij_order is null), to_json(first(struct(" ~ keys ~ ")) filter (where __ij_order is null))"
+      ~ " from " ~ events).rows[0] -%}
+  {%- set problem = none -%}
+  {%- if row[0] > 0 -%}
+    {%- set problem = "has operation values that config 'operation_mapping' does not map: " ~ row[1] ~ " (mapping: " ~ tojson(cfg.mapping) ~ "). Add them to operation_mapping as upsert, delete or ignore, e.g. operation_mapping={'c': 'upsert', 'u': 'upsert', 'd': 'delete', 't': 'ignore'}" -%}
+  {%- elif row[2] > 0 -%}
+    {%- set problem = "has " ~ row[2] ~ " change events with a null sequence ('" ~ cfg.sequence ~ "'), e.g. key " ~ row[3] ~ ". Every event needs a sequence to be ordered: fill it upstream, or choose another 'sequence' column" -%}
+  {%- elif row[4] > 0 -%}
+    {%- set problem = "has " ~ row[4] ~ " change events with a null key (" ~ cfg.key | join(', ') ~ "). Filter them out in the model body, or fix 'key'" -%}
+  {%- elif row[5] > 0 -%}
+    {%- set problem = "has " ~ row[5] ~ " change events with a null arrival order ('" ~ cfg.arrival_order ~ "'), e.g. key " ~ row[6] ~ ". Fill it upstream or unset 'arrival_order'" -%}
+  {%- endif -%}
+  {%- if problem -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ': the input ' ~ problem ~ '. Nothing was written.') }}
+  {%- endif -%}
+{% endmacro %}
+
+{#- Newest event per key among this run's events; then, incrementally, only those newer than the
+    key's stored sequence (ties on the sequence: the later arrival wins). Writes the output and
+    the sequence state change-minimally. -#}
+{% macro changelog_write(cfg, events, full_reason, sequences, cutoff) %}
+  {%- set keys = cfg.key -%}
+  {%- set key_list = incremental_joins.column_list(keys) -%}
+  {%- set value_list = incremental_joins.column_list(events['values']) -%}
+  {%- set state_columns = keys + ['__ij_seq', '__ij_commit', '__ij_order', '__ij_commit_ts', '__ij_deleted'] -%}
+  {%- set newest_sql = incremental_joins.newest_events_sql(keys, events['values'], events.relation) -%}
+  {%- set newest = incremental_joins.stage('newest', newest_sql) -%}
+  {%- set counts = run_query('select (select count(*) from ' ~ events.relation ~ '), (select count(*) from ' ~ newest ~ ')').rows[0] -%}
+  {%- set output_sql = 'select ' ~ key_list ~ (', ' ~ value_list if events['values'] else '') ~ ' from ' -%}
+  {%- set state_sql = 'select ' ~ key_list ~ ", __ij_seq, __ij_commit, __ij_order, __ij_commit_ts, __ij_kind = 'delete' as __ij_deleted from " -%}
+  {%- set expired = "__ij_kind = 'delete' and __ij_commit_ts < " ~ cutoff -%}
+
+  {%- if full_reason is none -%}
+    {%- set newer = "s.__ij_seq is null or n.__ij_seq > s.__ij_seq or (n.__ij_seq = s.__ij_seq and (n.__ij_commit > s.__ij_commit or (n.__ij_commit = s.__ij_commit and n.__ij_order > s.__ij_order)))" -%}
+    {%- set applied = incremental_joins.stage('applied', 'select n.* from ' ~ newest ~ ' as n left join ' ~ sequences ~ ' as s on ' ~ incremental_joins.keys_match(keys, 'n', 's') ~ ' where ' ~ newer) -%}
+    {%- set written = incremental_joins.merge_changes(this, output_sql ~ applied ~ " where __ij_kind = 'upsert'",
+          'select t.* from ' ~ this ~ ' as t left semi join (select * from ' ~ applied ~ " where __ij_kind = 'delete') as d on " ~ incremental_joins.keys_match(keys, 't', 'd'),
+          keys, keys + events['values'], 'main') -%}
+    {%- do incremental_joins.inject_failure('after_output_merge') -%}
+    {%- set stale_state = 'select s.* from ' ~ sequences ~ ' as s left anti join ' ~ applied ~ ' as a on ' ~ incremental_joins.keys_match(keys, 's', 'a') ~ ' where s.__ij_deleted and s.__ij_commit_ts < ' ~ cutoff -%}
+    {%- do incremental_joins.merge_changes(sequences, state_sql ~ applied, stale_state, keys, state_columns) -%}
+    {%- set applied_count = incremental_joins.scalar('select count(*) from ' ~ applied) -%}
+    {%- set mode = 'incremental' -%}
+  {%- else -%}
+    {%- set recompute = output_sql ~ '(' ~ incremental_joins.newest_events_sql(keys, events['values'], '(' ~ events.recompute_sql ~ ') as e') ~ ") as n where __ij_kind = 'upsert'" -%}
+    {%- set written, mode = incremental_joins.write_all(output_sql ~ newest ~ " where __ij_kind = 'upsert'", keys, recompute) -%}
+    {%- do incremental_joins.inject_failure('after_output_merge') -%}
+    {%- do incremental_joins.create_state_table(sequences, state_sql ~ newest ~ ' where not (' ~ expired ~ ')', keys) -%}
+    {%- set applied_count = counts[1] -%}
+  {%- endif -%}
+  {%- do incremental_joins.inject_failure('after_index_merge') -%}
+  {{ return({'mode': mode, 'fallback_reason': full_reason, 'rows_read': counts[0], 'affected_keys': applied_count,
+             'late_records': counts[1] - applied_count,
+             'rows_inserted': written.inserted, 'rows_updated': written.updated, 'rows_deleted': written.deleted}) }}
+{% endmacro %}
+
+{#- The newest event per key (sequence, then arrival; an exact tie by the event's content, so the
+    choice is deterministic). -#}
+{% macro newest_events_sql(keys, values, events) %}
+  {%- set content = 'to_json(struct(__ij_kind' ~ (', ' ~ incremental_joins.column_list(values) if values else '') ~ '))' -%}
+  {{ return('select * except (__ij_rank) from (select *, row_number() over (partition by ' ~ incremental_joins.column_list(keys)
+            ~ ' order by __ij_seq desc, __ij_commit desc, __ij_order desc, ' ~ content ~ ' desc) as __ij_rank from ' ~ events
+            ~ " where __ij_kind <> 'ignore') as ranked where __ij_rank = 1") }}
+{% endmacro %}

@@ -1,0 +1,34 @@
+{#- changelog_table's config, resolved and validated once (SPEC §1). -#}
+{% macro changelog_table_config() %}
+  {%- set default_mapping = {'c': 'upsert', 'r': 'upsert', 'u': 'upsert', 'd': 'delete',
+                             'insert': 'upsert', 'update': 'upsert', 'delete': 'delete'} -%}
+  {%- set mapping = incremental_joins.config_value('operation_mapping', default_mapping) -%}
+  {%- if mapping is not mapping or mapping | length == 0 -%}
+    {{ incremental_joins.config_error('operation_mapping', mapping, 'must be a dict from operation value to upsert, delete or ignore', "e.g. {'c': 'upsert', 'u': 'upsert', 'd': 'delete', 't': 'ignore'}") }}
+  {%- endif -%}
+  {%- set normalized = {} -%}
+  {%- for value, kind in mapping.items() -%}
+    {%- if kind not in ['upsert', 'delete', 'ignore'] -%}
+      {{ incremental_joins.config_error('operation_mapping', value ~ ': ' ~ kind, "maps an operation to '" ~ kind ~ "', which is not upsert, delete or ignore", 'map every operation value to one of those') }}
+    {%- endif -%}
+    {%- do normalized.update({value | string | lower: kind}) -%}
+  {%- endfor -%}
+  {%- set sequence = incremental_joins.require_config('sequence') -%}
+  {%- if sequence | length != 1 -%}
+    {{ incremental_joins.config_error('sequence', sequence | join(', '), 'must be one column', 'name the column that orders the changes of a key (LSN, offset, timestamp); build one upstream if it spans columns') }}
+  {%- endif -%}
+  {%- set retention = incremental_joins.config_value('tombstone_retention', '7 days') | string -%}
+  {%- if not modules.re.match('^\\s*\\d+\\s+(day|hour|minute|second)s?\\s*$', retention, modules.re.I) -%}
+    {{ incremental_joins.config_error('tombstone_retention', retention, 'is not an interval', "write e.g. '7 days', '12 hours' or '30 minutes'") }}
+  {%- endif -%}
+  {{ return({
+      'key': incremental_joins.require_config('key'),
+      'sequence': sequence[0],
+      'operation': incremental_joins.config_value('operation', 'op'),
+      'mapping': normalized,
+      'arrival_order': incremental_joins.config_value('arrival_order'),
+      'payload': incremental_joins.config_value('payload'),
+      'value_columns': incremental_joins._as_list(incremental_joins.config_value('value_columns')),
+      'tombstone_retention': retention | trim,
+  }) }}
+{% endmacro %}

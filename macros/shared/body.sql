@@ -1,0 +1,36 @@
+{#- Model bodies name their inputs with marker macros — incremental_joins.join(ref(..), ref(..))
+    for the two sides of a join, incremental_joins.stream(ref(..)) for a stream — so that the
+    refs sit in the body (dbt's DAG stays right) and, run as it is, the body is the full
+    recompute. Each marker leaves `/*ij:<side>*/ <relation>` in the compiled SQL; the
+    materialization puts a version-pinned, key-restricted subquery in its place. -#}
+
+{#- A stream input (append-only; SPEC §0): `select ... from {{ incremental_joins.stream(ref('events')) }}`.
+    Each run, the body sees the input's new records with Delta's `_commit_version` and
+    `_commit_timestamp` columns (the arrival order). -#}
+{% macro stream(relation) %}/*ij:stream*/ {{ relation }}{% endmacro %}
+
+{#- {side: relation name} for the markers `sides` found in the compiled SQL; `usage` shows how
+    the body is written, for the error when one is missing. -#}
+{% macro marked_inputs(sql, sides, usage) %}
+  {%- set found = {} -%}
+  {%- for side in sides -%}
+    {%- set match = modules.re.search('/\\*ij:' ~ side ~ '\\*/\\s*(\\S+)', sql or '') -%}
+    {%- if not match -%}
+      {%- set msg -%}
+{{ model.name }}: a {{ config.get('materialized') }} model reads its input through a marker macro, and none was found in its SQL. Write the body as `{{ usage }}`.
+      {%- endset -%}
+      {{ exceptions.raise_compiler_error(msg) }}
+    {%- endif -%}
+    {%- do found.update({side: match.group(1)}) -%}
+  {%- endfor -%}
+  {{ return(found) }}
+{% endmacro %}
+
+{#- The model SQL with each marked input replaced by a subquery: {side: sql}. -#}
+{% macro with_inputs(sql, inputs, replacements) %}
+  {%- set out = namespace(sql=sql) -%}
+  {%- for side, rows_sql in replacements.items() -%}
+    {%- set out.sql = out.sql.replace('/*ij:' ~ side ~ '*/ ' ~ inputs[side], '(' ~ rows_sql ~ ')') -%}
+  {%- endfor -%}
+  {{ return(out.sql) }}
+{% endmacro %}

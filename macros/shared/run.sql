@@ -1,0 +1,58 @@
+{#- The frame of every operator run: what it reads (each input at one pinned Delta version), why
+    it must recompute fully if it must, and the bookkeeping after the writes (highwater advanced
+    last, staged views released, run logged). Each materialization is this frame around its own
+    plan and writes. -#}
+
+{#- Create the highwater table if needed and pin a version per input (the pending version of an
+    interrupted run, so a retry reads exactly what it read). Returns {'consumed': {input: version
+    or none}, 'versions': {input: version or none (no Delta history)}, 'full_reason': none or why
+    this run recomputes everything}. `state` are the operator's state tables the incremental path
+    needs. -#}
+{% macro begin_run(input_names, on_missing_history='error', state=[]) %}
+  {{ run_hooks(pre_hooks) }}
+  {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
+  {% do incremental_joins.create_highwater() %}
+  {%- set highwater = incremental_joins.read_highwater() -%}
+  {%- set consumed, versions = {}, {} -%}
+  {%- for name in input_names | unique -%}
+    {%- do consumed.update({name: highwater.get(name, {}).get('version')}) -%}
+    {%- set pending = highwater.get(name, {}).get('pending') -%}
+    {%- if not incremental_joins.has_delta_history(name, on_missing_history) -%}
+      {%- do versions.update({name: none}) -%}
+    {%- elif pending is not none and not should_full_refresh() -%}
+      {%- do versions.update({name: pending}) -%}
+    {%- else -%}
+      {%- do versions.update({name: incremental_joins.latest_version(name)}) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- set missing_state = [] -%}
+  {%- for relation in state if not adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
+    {%- do missing_state.append(relation.identifier) -%}
+  {%- endfor -%}
+  {%- set full_reason = none -%}
+  {%- if load_cached_relation(this) is none -%}{%- set full_reason = 'first run' -%}
+  {%- elif should_full_refresh() -%}{%- set full_reason = '--full-refresh' -%}
+  {%- elif none in consumed.values() or missing_state -%}{%- set full_reason = 'no highwater or state' -%}
+  {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
+  {%- endif -%}
+  {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason}) }}
+{% endmacro %}
+
+{#- After the writes: advance the highwater (the last write of a run), release this run's staged
+    views, record the run. -#}
+{% macro end_run(operator, started_at, stats, versions) %}
+  {% do incremental_joins.inject_failure('before_highwater') %}
+  {% do incremental_joins.advance_highwater() %}
+  {% do incremental_joins.release_staged() %}
+  {% do stats.update({'versions_read': versions}) %}
+  {% do incremental_joins.log_run(operator, started_at, stats) %}
+  {{ run_hooks(post_hooks) }}
+  {% do persist_docs(this, model) %}
+{% endmacro %}
+
+{#- Tests only: stop a run at a named step to prove that a re-run repairs it. -#}
+{% macro inject_failure(step) %}
+  {%- if var('incremental_joins_fail_at', none) == step -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ': injected failure at ' ~ step ~ ' (var incremental_joins_fail_at)') }}
+  {%- endif -%}
+{% endmacro %}

@@ -1,0 +1,40 @@
+{#- Reading a stream input (append-only; SPEC §0): the records committed after the highwater
+    version, each with its arrival — Delta's `_commit_version` (and `_commit_timestamp`). -#}
+
+{#- How to read the records of (from_version, to_version]; from_version none: every record the
+    input holds. {'mode': 'unchanged' | 'cdf' | 'diff' | 'snapshot', 'from': v, 'to': v}. From the
+    Change Data Feed when it covers the range (each record then has its own commit version);
+    otherwise the difference of two versions, or the whole snapshot, whose records all count as
+    arriving at `to_version`. -#}
+{% macro stream_plan(name, from_version, to_version) %}
+  {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none}) }}{%- endif -%}
+  {%- set start = from_version if from_version is not none else -1 -%}
+  {%- if start == -1 and incremental_joins.history(name)[-1]['version'] != 0 -%}
+    {{ return({'mode': 'snapshot', 'from': none, 'to': to_version}) }}
+  {%- endif -%}
+  {%- set plan = incremental_joins.change_plan(name, start, to_version) -%}
+  {%- set mode = 'snapshot' if start == -1 and plan.mode == 'diff' else plan.mode -%}
+  {{ return({'mode': mode, 'from': start, 'to': to_version}) }}
+{% endmacro %}
+
+{#- The records of the plan: the input's columns plus _commit_version and _commit_timestamp. -#}
+{% macro stream_records_sql(name, plan) %}
+  {%- if plan.mode == 'cdf' -%}
+    {%- set relation = incremental_joins.parse_relation(name) -%}
+    {{ return("select * except (_change_type) from table_changes('" ~ relation.schema ~ "." ~ relation.identifier ~ "', " ~ (plan.from + 1) ~ (", " ~ plan.to if plan.to is not none else '') ~ ") where _change_type = 'insert'") }}
+  {%- endif -%}
+  {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _commit_version, ' ~ incremental_joins.commit_timestamp(name, plan.to) ~ ' as _commit_timestamp' -%}
+  {%- if plan.mode == 'diff' -%}
+    {{ return('select *, ' ~ arrival ~ ' from (select * from ' ~ name ~ ' version as of ' ~ plan.to ~ ' except all select * from ' ~ name ~ ' version as of ' ~ plan.from ~ ') as new_records') }}
+  {%- elif plan.mode == 'snapshot' -%}
+    {{ return('select *, ' ~ arrival ~ ' from (' ~ incremental_joins.pinned(name, plan.to) ~ ') as records') }}
+  {%- endif -%}
+  {{ return('select *, ' ~ arrival ~ ' from ' ~ name ~ ' where false') }}
+{% endmacro %}
+
+{#- The commit time of a version, as an SQL timestamp literal (now, for a relation without history). -#}
+{% macro commit_timestamp(name, version) %}
+  {%- if version is none -%}{{ return('current_timestamp()') }}{%- endif -%}
+  {%- set row = run_query('describe history ' ~ name).rows | selectattr('version', 'equalto', version) | first -%}
+  {{ return("timestamp'" ~ row['timestamp'].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'") }}
+{% endmacro %}
