@@ -51,3 +51,53 @@ def changelog_table(events: list[tuple[str, Optional[str], str, int, int]]) -> d
             continue
         last[id_] = (lsn, None if op == "d" else (name, lsn))
     return {k: row for k, (_, row) in last.items() if row is not None}
+
+
+Record = tuple   # (part, k, id, ts_seconds, offset) in arrival order
+
+
+def deduplicate(records: list, interval: float, by_key: bool = True, by_id: bool = False) -> list:
+    """SPEC §3, record at a time: the offsets of the forwarded records. Stream time per part."""
+    stream_time: dict = {}
+    store: dict = {}
+    forwarded = []
+    for part, k, id_, ts, offset in records:
+        st = stream_time[part] = max(stream_time.get(part, ts), ts)
+        dk = (part, k if by_key else None, id_ if by_id else None)
+        if (by_key and k is None) or (by_id and id_ is None):
+            forwarded.append(offset)
+            continue
+        s = store.get(dk)
+        if s is None or st - s > interval or s - ts > interval:
+            forwarded.append(offset)
+            if ts >= st - interval:
+                store[dk] = ts
+        for key in [key for key, v in store.items() if key[0] == part and v < st - interval]:
+            del store[key]
+    return forwarded
+
+
+def distinct(records: list, size: float, session: bool) -> list:
+    """Seed 002's windowed distinct: offsets of the first record per key and window (tumbling,
+    epoch-aligned, `size` long) or per session (records no more than `size` apart, inclusive),
+    keys per partition."""
+    seen: dict = {}
+    forwarded = []
+    for part, k_, _, ts, offset in records:
+        if k_ is None:                      # as in KIP-655: a null key is forwarded, never stored
+            forwarded.append(offset)
+            continue
+        k = (part, k_)
+        if not session:
+            window = ts // size
+            if window not in seen.setdefault(k, set()):
+                seen[k].add(window)
+                forwarded.append(offset)
+            continue
+        sessions = seen.setdefault(k, [])
+        touched = [s for s in sessions if s[0] - size <= ts <= s[1] + size]
+        if not touched:
+            forwarded.append(offset)
+        rest = [s for s in sessions if s not in touched]
+        seen[k] = rest + [(min([ts] + [s[0] for s in touched]), max([ts] + [s[1] for s in touched]))]
+    return forwarded

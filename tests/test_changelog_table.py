@@ -4,6 +4,7 @@ tests/reference.py over random run boundaries, crash-and-rerun, full refresh, an
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -169,3 +170,23 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     message = error_of(cl.run(check=False))
     assert "customers: the input has 1 change events with a null sequence ('lsn'), e.g. key {\"id\":\"4\"}" in message
     assert cl.version() == version
+
+
+def test_expired_tombstones_are_purged_and_stop_blocking_older_events(scratch_project, spark):
+    body = MODELS["customers"].replace("arrival_order='kafka_offset'", "arrival_order='kafka_offset', tombstone_retention='1 second'")
+    cl = ChangelogProject.create(scratch_project, spark, models={"customers": body})
+
+    def tombstones() -> set:
+        return {r.id for r in spark.table(f"{cl.schema}.customers__ij_sequences").where("__ij_deleted").collect()}
+
+    cl.append(("1", "ann", "c", 1, 0), ("1", None, "d", 5, 1), ("2", "bob", "c", 1, 2))
+    cl.run()
+    assert cl.output() == {"2": ("bob", 1)}
+    assert tombstones() == {"1"}
+    time.sleep(2)
+    cl.append(("2", "bobby", "u", 2, 3))        # the input's commit time passes the retention
+    cl.run()
+    assert tombstones() == set()
+    cl.append(("1", "ann-late", "u", 3, 4))     # older than the purged delete: applied as new
+    cl.run()
+    assert cl.output() == {"1": ("ann-late", 3), "2": ("bobby", 2)}

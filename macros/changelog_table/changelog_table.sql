@@ -38,8 +38,8 @@
   {%- for key, column in [('operation', cfg.operation), ('sequence', cfg.sequence), ('arrival_order', cfg.arrival_order), ('payload', cfg.payload)] if column and column | lower not in lower_columns -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}
   {%- endfor -%}
-  {%- for column in ['_commit_version', '_commit_timestamp'] if column not in lower_columns -%}
-    {{ incremental_joins.config_error('(body)', column, 'is dropped by the select list; the arrival order needs it', 'select *, or add _commit_version, _commit_timestamp to the select list') }}
+  {%- for column in ['_ij_commit_version', '_ij_commit_timestamp'] if column not in lower_columns -%}
+    {{ incremental_joins.config_error('(body)', column, 'is dropped by the select list; the arrival order needs it', 'select *, or add _ij_commit_version, _ij_commit_timestamp to the select list') }}
   {%- endfor -%}
 
   {#- Key and value columns: top-level columns, or fields of the payload struct (a delete's key
@@ -58,7 +58,7 @@
       {{ incremental_joins.config_error('key', k, 'is not a column of the model body (' ~ columns | join(', ') ~ ')' ~ (' nor a field of ' ~ cfg.payload if cfg.payload else ''), 'name the key column(s) of the changed rows') }}
     {%- endif -%}
   {%- endfor -%}
-  {%- set reserved = (cfg.key + [cfg.operation, cfg.arrival_order, cfg.payload, '_commit_version', '_commit_timestamp', 'before' if cfg.payload else none]) | reject('none') | map('lower') | list -%}
+  {%- set reserved = (cfg.key + [cfg.operation, cfg.arrival_order, cfg.payload, '_ij_commit_version', '_ij_commit_timestamp', 'before' if cfg.payload else none]) | reject('none') | map('lower') | list -%}
   {%- set values = [] -%}
   {%- set value_exprs = [] -%}
   {%- if cfg.value_columns -%}
@@ -79,8 +79,8 @@
   {%- for value, kind in cfg.mapping.items() -%}{%- do kinds.append("when '" ~ value | replace("'", "\\'") ~ "' then '" ~ kind ~ "'") -%}{%- endfor -%}
   {%- set events_sql -%}
     select {{ key_exprs | join(', ') }},
-      {{ adapter.quote(cfg.sequence) }} as __ij_seq, _commit_version as __ij_commit,
-      {{ adapter.quote(cfg.arrival_order) if cfg.arrival_order else '0' }} as __ij_order, _commit_timestamp as __ij_commit_ts,
+      {{ adapter.quote(cfg.sequence) }} as __ij_seq, _ij_commit_version as __ij_commit,
+      {{ adapter.quote(cfg.arrival_order) if cfg.arrival_order else '0' }} as __ij_order, _ij_commit_timestamp as __ij_commit_ts,
       case lower(cast({{ adapter.quote(cfg.operation) }} as string)) {{ kinds | join(' ') }} end as __ij_kind,
       cast({{ adapter.quote(cfg.operation) }} as string) as __ij_op
       {%- for e in value_exprs %}, {{ e }}{% endfor %}

@@ -5,8 +5,8 @@
     materialization puts a version-pinned, key-restricted subquery in its place. -#}
 
 {#- A stream input (append-only; SPEC §0): `select ... from {{ incremental_joins.stream(ref('events')) }}`.
-    Each run, the body sees the input's new records with Delta's `_commit_version` and
-    `_commit_timestamp` columns (the arrival order). -#}
+    Each run, the body sees the input's new records with Delta's `_ij_commit_version` and
+    `_ij_commit_timestamp` columns (the arrival order). -#}
 {% macro stream(relation) %}/*ij:stream*/ {{ relation }}{% endmacro %}
 
 {#- {side: relation name} for the markers `sides` found in the compiled SQL; `usage` shows how

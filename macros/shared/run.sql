@@ -8,7 +8,7 @@
     or none}, 'versions': {input: version or none (no Delta history)}, 'full_reason': none or why
     this run recomputes everything}. `state` are the operator's state tables the incremental path
     needs. -#}
-{% macro begin_run(input_names, on_missing_history='error', state=[]) %}
+{% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false) %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
   {% do incremental_joins.create_highwater() %}
@@ -25,15 +25,22 @@
       {%- do versions.update({name: incremental_joins.latest_version(name)}) -%}
     {%- endif -%}
   {%- endfor -%}
+  {#- With pin_state, the state tables are read at a pinned version too, so a retried run starts
+      from the state the interrupted run started from. -#}
   {%- set missing_state = [] -%}
-  {%- for relation in state if not adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
-    {%- do missing_state.append(relation.identifier) -%}
+  {%- for relation in state -%}
+    {%- if not adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
+      {%- do missing_state.append(relation.identifier) -%}
+    {%- elif pin_state -%}
+      {%- set pending = highwater.get(relation | string, {}).get('pending') -%}
+      {%- do versions.update({relation | string: pending if pending is not none and not should_full_refresh() else incremental_joins.latest_version(relation | string)}) -%}
+    {%- endif -%}
   {%- endfor -%}
   {%- set full_reason = none -%}
   {%- if load_cached_relation(this) is none -%}{%- set full_reason = 'first run' -%}
   {%- elif should_full_refresh() -%}{%- set full_reason = '--full-refresh' -%}
   {%- elif none in consumed.values() or missing_state -%}{%- set full_reason = 'no highwater or state' -%}
-  {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
+  {%- elif none in versions.values() and on_missing_history == 'recompute' -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
   {%- endif -%}
   {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason}) }}
 {% endmacro %}

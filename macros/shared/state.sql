@@ -75,7 +75,7 @@
   {%- call statement('main') -%}
     create or replace table {{ this }}
     using delta
-    cluster by ({{ incremental_joins.column_list(key_columns) }})
+    {% if key_columns %}cluster by ({{ incremental_joins.column_list(key_columns) }}){% endif %}
     {{ incremental_joins.delta_tblproperties({'incremental_joins.recompute_sql': recompute_sql} if recompute_sql else {}) }}
     as {{ new_rows }}
   {%- endcall -%}

@@ -1,5 +1,6 @@
 {#- Reading a stream input (append-only; SPEC §0): the records committed after the highwater
-    version, each with its arrival — Delta's `_commit_version` (and `_commit_timestamp`). -#}
+    version, each with its arrival: the Delta commit (`_ij_commit_version`, `_ij_commit_timestamp`;
+    Delta reserves `_commit_version` for tables with the Change Data Feed on). -#}
 
 {#- How to read the records of (from_version, to_version]; from_version none: every record the
     input holds. {'mode': 'unchanged' | 'cdf' | 'diff' | 'snapshot', 'from': v, 'to': v}. From the
@@ -17,13 +18,13 @@
   {{ return({'mode': mode, 'from': start, 'to': to_version}) }}
 {% endmacro %}
 
-{#- The records of the plan: the input's columns plus _commit_version and _commit_timestamp. -#}
+{#- The records of the plan: the input's columns plus _ij_commit_version and _ij_commit_timestamp. -#}
 {% macro stream_records_sql(name, plan) %}
   {%- if plan.mode == 'cdf' -%}
     {%- set relation = incremental_joins.parse_relation(name) -%}
-    {{ return("select * except (_change_type) from table_changes('" ~ relation.schema ~ "." ~ relation.identifier ~ "', " ~ (plan.from + 1) ~ (", " ~ plan.to if plan.to is not none else '') ~ ") where _change_type = 'insert'") }}
+    {{ return("select * except (_change_type, _commit_version, _commit_timestamp), _commit_version as _ij_commit_version, _commit_timestamp as _ij_commit_timestamp from table_changes('" ~ relation.schema ~ "." ~ relation.identifier ~ "', " ~ (plan.from + 1) ~ (", " ~ plan.to if plan.to is not none else '') ~ ") where _change_type = 'insert'") }}
   {%- endif -%}
-  {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _commit_version, ' ~ incremental_joins.commit_timestamp(name, plan.to) ~ ' as _commit_timestamp' -%}
+  {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _ij_commit_version, ' ~ incremental_joins.commit_timestamp(name, plan.to) ~ ' as _ij_commit_timestamp' -%}
   {%- if plan.mode == 'diff' -%}
     {{ return('select *, ' ~ arrival ~ ' from (select * from ' ~ name ~ ' version as of ' ~ plan.to ~ ' except all select * from ' ~ name ~ ' version as of ' ~ plan.from ~ ') as new_records') }}
   {%- elif plan.mode == 'snapshot' -%}

@@ -1,0 +1,31 @@
+{#- deduplicate's config, resolved and validated once (SPEC §3). -#}
+{% macro deduplicate_config() %}
+  {%- set key = incremental_joins._as_list(incremental_joins.config_value('key')) -%}
+  {%- set id = incremental_joins.config_value('id') -%}
+  {%- set strategy = incremental_joins.require_choice('strategy', ['interval', 'tumbling', 'session'], 'interval') -%}
+  {%- if not key and not id -%}
+    {{ incremental_joins.config_error('key', none, 'or config id must be set: records are duplicates when they have the same key, the same key and id, or the same id', "set key='user_id', id='event_id', or both") }}
+  {%- endif -%}
+  {%- if strategy != 'interval' and id -%}
+    {{ incremental_joins.config_error('id', id, "is for strategy 'interval'; windowed distinct ('" ~ strategy ~ "') keeps the first record per key and window", 'unset id, or put the id into key') }}
+  {%- endif -%}
+  {%- set interval = incremental_joins.config_value('interval') -%}
+  {%- if interval is none -%}
+    {{ incremental_joins.config_error('interval', none, 'is required (' ~ {'interval': 'how long a forwarded record suppresses its duplicates', 'tumbling': 'the window size', 'session': 'the inactivity gap'}[strategy] ~ ')', "set e.g. interval='10 minutes'") }}
+  {%- endif -%}
+  {%- set parsed = modules.re.match('^\\s*(-?\\d+)\\s+(millisecond|second|minute|hour|day)s?\\s*$', interval | string, modules.re.I) -%}
+  {%- if not parsed -%}
+    {{ incremental_joins.config_error('interval', interval, 'is not a duration', "write e.g. '10 seconds', '5 minutes', '1 day'") }}
+  {%- elif parsed.group(1) | int < 0 -%}
+    {{ incremental_joins.config_error('interval', interval, 'is negative', "use 0 or more, e.g. '10 seconds'") }}
+  {%- elif strategy != 'interval' and parsed.group(1) | int == 0 -%}
+    {{ incremental_joins.config_error('interval', interval, "must be positive for strategy '" ~ strategy ~ "'", "e.g. interval='10 seconds'") }}
+  {%- endif -%}
+  {{ return({
+      'key': key, 'id': id, 'strategy': strategy,
+      'interval': 'interval ' ~ parsed.group(1) ~ ' ' ~ parsed.group(2) | lower ~ 's',
+      'event_time': incremental_joins.require_config('event_time')[0],
+      'arrival_order': incremental_joins.config_value('arrival_order'),
+      'partition_by': incremental_joins.config_value('partition_by'),
+  }) }}
+{% endmacro %}

@@ -1,0 +1,170 @@
+{#- deduplicate (KIP-655; SPEC §3): the records of a stream with their duplicates removed, appended
+    to the output exactly once. Strategies: 'interval' (KIP-655: a forwarded record suppresses
+    records of the same key/id within `interval`, anchored on the last forwarded record; stream
+    time kept across runs; late records forwarded but never stored), 'tumbling' and 'session'
+    (seed 002's windowed distinct: the first record per key and epoch-aligned window, or per
+    session of records no more than `interval` apart).
+
+    resolve config → pin input and state versions → this run's records in arrival order, with
+    stream time → one fold per dedup key over its records, starting from its stored state →
+    append the forwarded records (once) → MERGE the store and stream time, purge expired entries →
+    advance highwater → log. -#}
+{% materialization deduplicate, adapter='spark', supported_languages=['sql'] %}
+  {%- set started_at = modules.datetime.datetime.utcnow() -%}
+  {%- set cfg = incremental_joins.deduplicate_config() -%}
+  {%- set inputs = incremental_joins.marked_inputs(sql, ['stream'], "select * from {{ incremental_joins.stream(ref('events')) }}") -%}
+  {%- set name = inputs.stream -%}
+  {%- set store = incremental_joins.state_relation('store') -%}
+  {%- set clock = incremental_joins.state_relation('stream_time') -%}
+  {%- set run = incremental_joins.begin_run([name], 'error', [store, clock], pin_state=true) -%}
+  {%- set full = run.full_reason is not none -%}
+  {%- set plan = incremental_joins.stream_plan(name, none if full else run.consumed[name], run.versions[name]) -%}
+  {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, none if full else incremental_joins.pinned(clock, run.versions[clock | string])) -%}
+  {%- set folded = incremental_joins.dedup_fold(cfg, records, none if full else incremental_joins.pinned(store, run.versions[store | string])) -%}
+  {%- do incremental_joins.pin_versions(run.versions) -%}
+  {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, store, clock, full) -%}
+  {%- do stats.update({'fallback_reason': run.full_reason}) -%}
+  {%- do incremental_joins.end_run('deduplicate', started_at, stats, run.versions) -%}
+  {{ return({'relations': [this]}) }}
+{% endmaterialization %}
+
+{#- The dedup key columns of the store: the key columns and/or __ij_id. -#}
+{% macro dedup_key_columns(cfg) %}
+  {{ return(cfg.key + (['__ij_id'] if cfg.id else [])) }}
+{% endmacro %}
+
+{#- This run's records (the body over the new stream records), checked, in arrival order
+    (__ij_rid), with the dedup key, event time (__ij_ts), partition and stream time (__ij_st:
+    the largest event time of the partition so far, this record included). -#}
+{% macro dedup_records(cfg, inputs, plan, clock_sql) %}
+  {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
+  {%- set columns = get_column_schema_from_query(body) | map(attribute='name') | map('lower') | list -%}
+  {%- for key, column in [('event_time', cfg.event_time), ('arrival_order', cfg.arrival_order), ('partition_by', cfg.partition_by)] + zip(['key'] * cfg.key | length, cfg.key) | list if column and column | lower not in columns -%}
+    {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}
+  {%- endfor -%}
+  {%- if '_ij_commit_version' not in columns -%}
+    {{ incremental_joins.config_error('(body)', '_ij_commit_version', 'is dropped by the select list; arrival order and exactly-once output need it', 'select *, or keep _ij_commit_version in the select list') }}
+  {%- endif -%}
+  {%- set nulls = [] -%}
+  {%- for k in cfg.key -%}{%- do nulls.append(adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
+  {%- if cfg.id -%}{%- do nulls.append('(' ~ cfg.id ~ ') is null') -%}{%- endif -%}
+  {%- set part = adapter.quote(cfg.partition_by) if cfg.partition_by else "'all'" -%}
+  {%- set ordered -%}
+    select b.*, {{ '(' ~ cfg.id ~ ') as __ij_id, ' if cfg.id }}
+      cast({{ part }} as string) as __ij_part, {{ nulls | join(' or ') }} as __ij_null_key,
+      {{ adapter.quote(cfg.event_time) }} as __ij_ts,
+      cast(row_number() over (order by _ij_commit_version, {{ adapter.quote(cfg.arrival_order) if cfg.arrival_order else '0' }}, to_json(struct(b.*))) as bigint) as __ij_rid
+    from ({{ body }}) as b
+  {%- endset -%}
+  {%- set with_time -%}
+    {%- set running = 'max(r.__ij_ts) over (partition by r.__ij_part order by r.__ij_rid rows between unbounded preceding and current row)' %}
+    select r.*, {{ 'greatest(c.stream_time, ' ~ running ~ ')' if clock_sql else running }} as __ij_st
+    from ({{ ordered }}) as r
+    {% if clock_sql %}left join ({{ clock_sql }}) as c on c.part <=> r.__ij_part{% endif %}
+  {%- endset -%}
+  {%- set staged = incremental_joins.stage('records', with_time) -%}
+  {%- set bad = run_query('select count(*), to_json(first(struct(*))) from ' ~ staged ~ ' where __ij_ts is null').rows[0] -%}
+  {%- if bad[0] > 0 -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ": the input has " ~ bad[0] ~ " records with a null event time ('" ~ cfg.event_time ~ "'), e.g. " ~ bad[1] ~ ". Every record needs an event time: fill it upstream or filter such records out in the model body. Nothing was written.") }}
+  {%- endif -%}
+  {{ return(staged) }}
+{% endmacro %}
+
+{#- One fold per dedup key over its records in arrival order (SPEC §3: each decision depends on
+    the records forwarded before it), starting from the key's stored state. Returns the staged
+    fold: dedup key columns, __ij_part, __ij_state (the state to store), __ij_forwarded (rids). -#}
+{% macro dedup_fold(cfg, records, store_sql) %}
+  {%- set dk = incremental_joins.dedup_key_columns(cfg) -%}
+  {%- set i = cfg.interval -%}
+  {%- if cfg.strategy == 'interval' -%}
+    {#- state: the event time of the last stored forwarded record. Forward when there is none, it
+        expired (ST - s > interval) or the record lies more than an interval before it; store
+        a forwarded record unless it is late (ts < ST - interval). -#}
+    {%- set state_type = 'timestamp' -%}
+    {%- set forward = '(acc.s is null or r.st > acc.s + ' ~ i ~ ' or acc.s > r.ts + ' ~ i ~ ')' -%}
+    {%- set next_state = 'case when ' ~ forward ~ ' and r.ts >= r.st - ' ~ i ~ ' then r.ts else acc.s end' -%}
+  {%- elif cfg.strategy == 'tumbling' -%}
+    {#- state: the start of every window that has had its first record. -#}
+    {%- set state_type = 'array<timestamp>' -%}
+    {%- set w = 'timestamp_seconds(floor(unix_micros(r.ts) / unix_micros(timestamp_seconds(0) + ' ~ i ~ ')) * unix_micros(timestamp_seconds(0) + ' ~ i ~ ') / 1000000)' -%}
+    {%- set forward = 'not array_contains(coalesce(acc.s, array()), ' ~ w ~ ')' -%}
+    {%- set next_state = 'case when ' ~ forward ~ ' then array_append(coalesce(acc.s, array()), ' ~ w ~ ') else acc.s end' -%}
+  {%- else -%}
+    {#- state: the key's sessions. A record within `interval` of a session (bounds inclusive)
+        joins it, merging every session it touches; a record that touches none starts one and is
+        forwarded. -#}
+    {%- set state_type = 'array<struct<start: timestamp, end: timestamp>>' -%}
+    {%- set touches = 'x -> r.ts >= x.start - ' ~ i ~ ' and r.ts <= x.end + ' ~ i -%}
+    {%- set forward = 'not exists(coalesce(acc.s, array()), ' ~ touches ~ ')' -%}
+    {%- set joined = 'filter(coalesce(acc.s, array()), ' ~ touches ~ ')' -%}
+    {%- set merged = "named_struct('start', least(r.ts, array_min(transform(" ~ joined ~ ", x -> x.start))), 'end', greatest(r.ts, array_max(transform(" ~ joined ~ ", x -> x.end))))" -%}
+    {%- set next_state = 'array_append(filter(coalesce(acc.s, array()), x -> not (r.ts >= x.start - ' ~ i ~ ' and r.ts <= x.end + ' ~ i ~ ')), ' ~ merged ~ ')' -%}
+  {%- endif -%}
+  {%- set fold -%}
+    select {{ incremental_joins.column_list(dk, 'g') }}, g.__ij_part,
+      aggregate(g.rs, named_struct('s', cast({{ 'g.stored' if store_sql else 'null' }} as {{ state_type }}), 'fwd', cast(array() as array<bigint>)),
+        (acc, r) -> named_struct('s', cast({{ next_state }} as {{ state_type }}),
+                                 'fwd', case when {{ forward }} then array_append(acc.fwd, r.rid) else acc.fwd end)) as __ij_fold
+    from (
+      select {{ incremental_joins.column_list(dk, 'r') }}, r.__ij_part,
+        {{ 'first(s.__ij_state) as stored,' if store_sql }}
+        array_sort(collect_list(named_struct('rid', r.__ij_rid, 'ts', r.__ij_ts, 'st', r.__ij_st))) as rs
+      from {{ records }} as r
+      {% if store_sql %}left join ({{ store_sql }}) as s on s.__ij_part = r.__ij_part and {{ incremental_joins.keys_match(dk, 's', 'r') }}{% endif %}
+      where not r.__ij_null_key
+      group by all
+    ) as g
+  {%- endset -%}
+  {{ return(incremental_joins.stage('folded', 'select * except (__ij_fold), __ij_fold.s as __ij_state, __ij_fold.fwd as __ij_forwarded from (' ~ fold ~ ') as f')) }}
+{% endmacro %}
+
+{#- Append the forwarded records — once: a retried run finds its records already in the output
+    (their _ij_source_version is in this run's range) and does not write them again — then store the
+    new state of each dedup key and the stream time; with strategy 'interval', entries older than
+    stream time minus the interval are purged (SPEC §3 rule 5), so the store stays bounded. -#}
+{% macro dedup_write(cfg, records, folded, plan, store, clock, full) %}
+  {%- set dk = incremental_joins.dedup_key_columns(cfg) -%}
+  {%- set key = ['__ij_part'] + dk -%}
+  {#- Output columns: the body's, with the input commit of each record as _ij_source_version. -#}
+  {%- set user_columns, exprs = [], [] -%}
+  {%- for c in get_column_schema_from_query('select * from ' ~ records) if not c.name.startswith('__ij_') and c.name != '_ij_commit_timestamp' -%}
+    {%- set name = '_ij_source_version' if c.name == '_ij_commit_version' else c.name -%}
+    {%- do user_columns.append(name) -%}
+    {%- do exprs.append('r.' ~ adapter.quote(c.name) ~ ' as ' ~ adapter.quote(name)) -%}
+  {%- endfor -%}
+  {%- set forwarded = 'select ' ~ exprs | join(', ') ~ ' from ' ~ records ~ ' as r where r.__ij_null_key or r.__ij_rid in (select explode(__ij_forwarded) from ' ~ folded ~ ')' -%}
+  {%- set counts = run_query('select (select count(*) from ' ~ records ~ '), (select count(*) from (' ~ forwarded ~ ') as f), (select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records ~ ')').rows[0] -%}
+  {%- set clock_rows = 'select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1' -%}
+  {%- set expired = 'x.__ij_state < c.stream_time - ' ~ cfg.interval if cfg.strategy == 'interval' else 'false' -%}
+  {%- set state_rows = 'select ' ~ incremental_joins.column_list(dk) ~ ', __ij_part, __ij_state from ' ~ folded ~ ' where __ij_state is not null' -%}
+  {%- set live = 'select x.* from (' ~ state_rows ~ ') as x left join (' ~ clock_rows ~ ') as c on c.part = x.__ij_part where not coalesce(' ~ expired ~ ', false)' -%}
+  {%- if full -%}
+    {#- An append-only output cannot be merged from a recompute: it is re-created. -#}
+    {%- do incremental_joins.create_output(forwarded, [], none) -%}
+    {%- set written, mode = incremental_joins.last_write_metrics(this, -1), 'full_refresh' -%}
+    {%- do incremental_joins.inject_failure('after_output_merge') -%}
+    {%- do incremental_joins.create_state_table(clock, clock_rows) -%}
+    {%- do incremental_joins.create_state_table(store, live, ['__ij_part']) -%}
+  {%- else -%}
+    {%- set mode = 'incremental' -%}
+    {%- set range = '_ij_source_version > ' ~ plan.from ~ ' and _ij_source_version <= ' ~ plan.to -%}
+    {%- if counts[1] == 0 or incremental_joins.scalar('select count(*) from ' ~ this ~ ' where ' ~ range) > 0 -%}
+      {%- call statement('main') -%}select 'nothing to append' as outcome{%- endcall -%}
+      {%- set written = {'inserted': 0} -%}
+    {%- else -%}
+      {%- set version_before = incremental_joins.latest_version(this | string) -%}
+      {%- call statement('main') -%}insert into {{ this }} ({{ incremental_joins.column_list(user_columns) }}) {{ forwarded }}{%- endcall -%}
+      {%- set written = incremental_joins.last_write_metrics(this, version_before) -%}
+    {%- endif -%}
+    {%- do incremental_joins.inject_failure('after_output_merge') -%}
+    {%- do incremental_joins.merge_changes(clock, clock_rows, 'select * from ' ~ clock ~ ' where false', ['part'], ['part', 'stream_time']) -%}
+    {#- Stale store entries: those of keys whose new state is not live, and those that expired. -#}
+    {%- set stale = 'select x.* from ' ~ store ~ ' as x left semi join (' ~ state_rows ~ ') as n on ' ~ incremental_joins.keys_match(key, 'x', 'n')
+          ~ ' union select x.* from ' ~ store ~ ' as x join (' ~ clock_rows ~ ') as c on c.part = x.__ij_part where ' ~ expired -%}
+    {%- set stale = 'select s.* from (' ~ stale ~ ') as s left anti join (' ~ live ~ ') as l on ' ~ incremental_joins.keys_match(key, 's', 'l') -%}
+    {%- do incremental_joins.merge_changes(store, live, stale, key, dk + ['__ij_part', '__ij_state']) -%}
+  {%- endif -%}
+  {%- do incremental_joins.inject_failure('after_index_merge') -%}
+  {{ return({'mode': mode, 'rows_read': counts[0], 'rows_inserted': written.inserted,
+             'dropped_duplicates': counts[0] - counts[1], 'late_records': counts[2] if cfg.strategy == 'interval' else 0}) }}
+{% endmacro %}

@@ -1,0 +1,194 @@
+"""deduplicate (KIP-655, SPEC §3) and windowed distinct (seed 002): the seed's examples, written
+out by hand; randomized streams against tests/reference.py; split invariance; bounded state;
+crash-and-rerun; full refresh; errors."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import reference
+from fk_join_harness import sources_yml, sql_literal
+
+BODY = "select * from {{ incremental_joins.stream(source('t', 'events')) }}"
+COMMON = "event_time='ts', arrival_order='kafka_offset', partition_by='part'"
+MODELS = {
+    "dedup_key": f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', {COMMON}) }}}}\n{BODY}",
+    "dedup_zero": f"{{{{ config(materialized='deduplicate', key='k', interval='0 seconds', {COMMON}) }}}}\n{BODY}",
+    "distinct_tumbling": f"{{{{ config(materialized='deduplicate', strategy='tumbling', key='k', interval='10 seconds', {COMMON}) }}}}\n{BODY}",
+    "distinct_session10": f"{{{{ config(materialized='deduplicate', strategy='session', key='k', interval='10 seconds', {COMMON}) }}}}\n{BODY}",
+    "distinct_session9": f"{{{{ config(materialized='deduplicate', strategy='session', key='k', interval='9 seconds', {COMMON}) }}}}\n{BODY}",
+}
+
+
+class Stream:
+    """The input `events` (part, k, id, ts, kafka_offset); ts in seconds; offsets = arrival."""
+
+    def __init__(self, scratch_project, spark, models: dict) -> None:
+        files = {"models/sources.yml": sources_yml("events")}
+        files.update({f"models/{name}.sql": body for name, body in models.items()})
+        self.project = scratch_project(files)
+        self.spark, self.schema = spark, self.project.schema
+        self.records: list = []
+        spark.sql(f"create or replace table {self.schema}.events (part string, k string, id string, ts timestamp, kafka_offset bigint) using delta")
+
+    def append(self, *records: tuple) -> None:
+        """One commit: records (part, k, id, ts) get the next offsets."""
+        rows = []
+        for part, k, id_, ts in records:
+            offset = len(self.records)
+            self.records.append((part, k, id_, ts, offset))
+            rows.append(f"({sql_literal(part)}, {sql_literal(k)}, {sql_literal(id_)}, "
+                        f"{'null' if ts is None else f'timestamp_seconds({ts})'}, {offset})")
+        self.spark.sql(f"insert into {self.schema}.events values {', '.join(rows)}")
+
+    def run(self, *args: str, vars: dict | None = None, check: bool = True):
+        return self.project.invoke("run", "--quiet", *args, vars=vars, check=check)
+
+    def forwarded(self, model: str, part: str | None = None) -> list:
+        """Offsets in the output, sorted; each at most once."""
+        where = f" where part = {sql_literal(part)}" if part else ""
+        offsets = [r[0] for r in self.spark.sql(f"select kafka_offset from {self.schema}.{model}{where}").collect()]
+        assert len(offsets) == len(set(offsets)), f"{model}: a record was appended twice"
+        return sorted(offsets)
+
+
+# Seed 002's examples: (partition, interval model, events as (key, seconds), forwarded?).
+# Each example is a partition of its own, so it has its own stream time.
+EXAMPLES = {
+    "duplicate_sequence": [("a", 100, True), ("a", 108, False), ("a", 111, True)],
+    "duplicate_sequence_out_of_order": [("a", 100, True), ("a", 92, False), ("a", 89, True)],
+    "boundaries": [("a", 5, True), ("a", 15, False), ("a", 16, True)],
+    "boundaries_out_of_order": [("a", 15, True), ("a", 5, False), ("a", 4, True)],
+    "late_example_1": [("k", 20, True), ("k", 25, False), ("k", 11, False), ("k", 9, True)],
+    "late_example_2": [("k1", 10, True), ("k2", 20, True), ("k1", 9, False)],
+    "late_example_3": [("k1", 10, True), ("k2", 21, True), ("k1", 9, True)],
+}
+ZERO_INTERVAL = [("a", 5, True), ("a", 5, False), ("a", 6, True)]
+# Windowed distinct: three bursts, then late arrivals; the first record of each window/session.
+DISTINCT = [4, 5, 6, 23, 22, 24, 34, 33, 32, 7, 22, 35]
+DISTINCT_EXPECTED = {"distinct_tumbling": [4, 23, 34], "distinct_session10": [4, 23], "distinct_session9": [4, 23, 34]}
+
+
+def all_example_records() -> list:
+    records = []
+    for part, events in EXAMPLES.items():
+        records += [(part, k, None, ts) for k, ts, _ in events]
+    records += [("zero", k, None, ts) for k, ts, _ in ZERO_INTERVAL]
+    records += [("distinct", "key", None, ts) for ts in DISTINCT]
+    return records
+
+
+def check_examples(stream: Stream) -> None:
+    by_offset = {r[4]: r for r in stream.records}
+    for part, events in EXAMPLES.items():
+        got = [by_offset[o][3] for o in stream.forwarded("dedup_key", part)]
+        assert sorted(got) == sorted(ts for _, ts, fwd in events if fwd), part
+    got = [by_offset[o][3] for o in stream.forwarded("dedup_zero", "zero")]
+    assert sorted(got) == [5, 6], "interval 0"
+    for model, expected in DISTINCT_EXPECTED.items():
+        assert [by_offset[o][3] for o in stream.forwarded(model, "distinct")] == expected, model
+
+
+def test_seed_examples_in_one_run_and_record_by_record(scratch_project, spark):
+    one = Stream(scratch_project, spark, MODELS)
+    one.append(*all_example_records())
+    one.run()
+    check_examples(one)
+
+    # The same stream, one commit per record, fed in four runs: the same output (split invariance).
+    many = Stream(scratch_project, spark, MODELS)   # the same schema, its input re-created empty
+    records = all_example_records()
+    cuts = sorted(random.Random(1).sample(range(1, len(records)), 3))
+    for start, end in zip([0] + cuts, cuts + [len(records)]):
+        for record in records[start:end]:
+            many.append(record)
+        many.run("--full-refresh") if start == 0 else many.run()
+    check_examples(many)
+
+
+MODES = {   # model -> (config, reference arguments)
+    "by_key": ("key='k'", {"by_key": True, "by_id": False}),
+    "by_key_and_id": ("key='k', id='id'", {"by_key": True, "by_id": True}),
+    "by_id": ("id='id'", {"by_key": False, "by_id": True}),
+}
+
+
+def random_records(rng: random.Random, n: int) -> list:
+    """Out of order (up to 15 s back), late, null keys and ids, many duplicates, two partitions."""
+    out, clock = [], 0
+    for _ in range(n):
+        clock += rng.randint(0, 4)
+        out.append((rng.choice(["p1", "p2"]), rng.choice(["a", "b", "c", None]), rng.choice(["x", "y", None]),
+                    max(0, clock - rng.choice([0, 0, 0, 3, 8, 15]))))
+    return out
+
+
+@pytest.mark.parametrize("seed", [5])
+def test_random_streams_match_the_reference_whatever_the_run_split(scratch_project, spark, seed):
+    rng = random.Random(seed)
+    models = {name: f"{{{{ config(materialized='deduplicate', {cfg}, interval='10 seconds', {COMMON}) }}}}\n{BODY}"
+              for name, (cfg, _) in MODES.items()}
+    models["distinct_tumbling"], models["distinct_session10"] = MODELS["distinct_tumbling"], MODELS["distinct_session10"]
+    stream = Stream(scratch_project, spark, models)
+    records = random_records(rng, 60)
+    cuts = sorted(rng.sample(range(1, len(records)), 4))
+    for start, end in zip([0] + cuts, cuts + [len(records)]):
+        for i in range(start, end, 5):                    # several commits per run
+            stream.append(*records[i:min(i + 5, end)])
+        stream.run()
+        seen = [r for r in stream.records]
+        for name, (_, args) in MODES.items():
+            assert stream.forwarded(name) == sorted(reference.deduplicate(seen, 10, **args)), f"seed {seed}, {name}, after offset {end}"
+        assert stream.forwarded("distinct_tumbling") == sorted(reference.distinct(seen, 10, session=False))
+        assert stream.forwarded("distinct_session10") == sorted(reference.distinct(seen, 10, session=True))
+        # Bounded state: no stored entry older than its partition's stream time minus the interval.
+        for name in MODES:
+            stale = spark.sql(f"select count(*) from {stream.schema}.{name}__ij_store s join {stream.schema}.{name}__ij_stream_time c "
+                              "on s.__ij_part = c.part where s.__ij_state < c.stream_time - interval 10 seconds").first()[0]
+            assert stale == 0, f"{name}: expired entries left in the store"
+    expected = {name: stream.forwarded(name) for name in models}
+    stream.run("--full-refresh")
+    for name in models:
+        assert stream.forwarded(name) == expected[name], f"full refresh, {name}"
+
+
+@pytest.mark.parametrize("step", ["after_output_merge", "after_index_merge", "before_highwater"])
+def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_project, spark, step):
+    stream = Stream(scratch_project, spark, {"by_key": f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', {COMMON}) }}}}\n{BODY}"})
+    records = random_records(random.Random(9), 30)
+    stream.append(*records[:10])
+    stream.run()
+    stream.append(*records[10:20])
+    assert not stream.run(vars={"incremental_joins_fail_at": step}, check=False).success
+    stream.run()
+    stream.append(*records[20:])
+    stream.run()
+    assert stream.forwarded("by_key") == sorted(reference.deduplicate(stream.records, 10)), step
+
+
+def error_of(result) -> str:
+    assert not result.success
+    return " ".join(str(r.message) for r in result.result.results if str(r.status) == "error")
+
+
+def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
+    stream = Stream(scratch_project, spark, {"d": f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}}}\n{BODY}"})
+    path = stream.project.path / "models" / "d.sql"
+    for config, expected in [
+        ("key='k', event_time='ts'", "d: config 'interval' (not set) is required"),
+        ("key='k', interval='10 seconds'", "d: config 'event_time' (not set) is required"),
+        ("key='k', interval='-5 seconds', event_time='ts'", "d: config 'interval' (-5 seconds) is negative"),
+        ("key='k', interval='soon', event_time='ts'", "d: config 'interval' (soon) is not a duration"),
+        ("interval='10 seconds', event_time='ts'", "d: config 'key' (not set) or config id must be set"),
+    ]:
+        path.write_text(f"{{{{ config(materialized='deduplicate', {config}) }}}}\n{BODY}")
+        assert expected in error_of(stream.run(check=False)), config
+    path.write_text(f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}}}\n{BODY}")
+    stream.append(("p", "a", None, 1))
+    stream.run()
+    stream.append(("p", "b", None, None))
+    message = error_of(stream.run(check=False))
+    assert "d: the input has 1 records with a null event time ('ts'), e.g. {" in message and '"k":"b"' in message
+    assert stream.forwarded("d") == [0]
