@@ -140,3 +140,9 @@ class FkJoinProject:
     def _version_at(self, model: str, when) -> int:
         history = self.spark.sql(f"describe history {self.schema}.{model}").collect()
         return max(h.version for h in history if h.timestamp <= when)
+
+
+def error_of(result) -> str:
+    """The error messages of a failed dbt invocation."""
+    assert not result.success
+    return " ".join(str(r.message) for r in result.result.results if str(r.status) == "error")

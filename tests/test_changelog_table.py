@@ -10,6 +10,7 @@ import pytest
 
 import reference
 from changelog_harness import MODELS, ChangelogProject
+from fk_join_harness import error_of
 
 
 @pytest.fixture
@@ -123,11 +124,6 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     cl.append(*log.batch())
     cl.run()
     assert cl.output() == reference.changelog_table(log.events), "the run after the repaired one"
-
-
-def error_of(result) -> str:
-    assert not result.success
-    return " ".join(str(r.message) for r in result.result.results if str(r.status) == "error")
 
 
 def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):

@@ -9,7 +9,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import sources_yml, sql_literal
+from fk_join_harness import error_of, sources_yml, sql_literal
 
 BODY = "select * from {{ incremental_joins.stream(source('t', 'events')) }}"
 COMMON = "event_time='ts', arrival_order='kafka_offset', partition_by='part'"
@@ -166,11 +166,6 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     stream.append(*records[20:])
     stream.run()
     assert stream.forwarded("by_key") == sorted(reference.deduplicate(stream.records, 10)), step
-
-
-def error_of(result) -> str:
-    assert not result.success
-    return " ".join(str(r.message) for r in result.result.results if str(r.status) == "error")
 
 
 def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):

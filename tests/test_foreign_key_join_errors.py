@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fk_join_harness import SOURCES, FkJoinProject
+from fk_join_harness import SOURCES, FkJoinProject, error_of
 
 
 def model(**config) -> str:
@@ -24,11 +24,6 @@ def project_with(scratch_project, spark):
         (fk.project.path / "models" / "joined.sql").write_text(model(**config))
         return fk
     return make
-
-
-def error_of(result) -> str:
-    assert not result.success
-    return " ".join(str(r.message) for r in result.result.results if str(r.status) == "error")
 
 
 def test_unknown_join_type(project_with):

@@ -20,7 +20,7 @@
     {%- call statement('main') -%}select 'no new change events' as outcome{%- endcall -%}
     {%- set stats = {'mode': 'incremental'} -%}
   {%- else -%}
-    {%- set cutoff = incremental_joins.commit_timestamp(name, plan.to) ~ ' - interval ' ~ cfg.tombstone_retention -%}
+    {%- set cutoff = plan.to_timestamp ~ ' - interval ' ~ cfg.tombstone_retention -%}
     {%- set stats = incremental_joins.changelog_write(cfg, events, run.full_reason, sequences, cutoff) -%}
   {%- endif -%}
   {%- do incremental_joins.end_run('changelog_table', started_at, stats, run.versions) -%}
@@ -34,7 +34,6 @@
   {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
   {%- set columns = get_column_schema_from_query(body) | map(attribute='name') | list -%}
   {%- set lower_columns = columns | map('lower') | list -%}
-  {%- set has = namespace(before='before' in lower_columns) -%}
   {%- for key, column in [('operation', cfg.operation), ('sequence', cfg.sequence), ('arrival_order', cfg.arrival_order), ('payload', cfg.payload)] if column and column | lower not in lower_columns -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}
   {%- endfor -%}
@@ -53,7 +52,7 @@
     {%- if k | lower in lower_columns -%}{%- do key_exprs.append(adapter.quote(k) ~ ' as ' ~ adapter.quote(k)) -%}
     {%- elif k in payload_fields -%}
       {%- set inner = cfg.payload ~ '.' ~ adapter.quote(k) -%}
-      {%- do key_exprs.append(('coalesce(' ~ inner ~ ', before.' ~ adapter.quote(k) ~ ')' if has.before else inner) ~ ' as ' ~ adapter.quote(k)) -%}
+      {%- do key_exprs.append(('coalesce(' ~ inner ~ ', before.' ~ adapter.quote(k) ~ ')' if 'before' in lower_columns else inner) ~ ' as ' ~ adapter.quote(k)) -%}
     {%- else -%}
       {{ incremental_joins.config_error('key', k, 'is not a column of the model body (' ~ columns | join(', ') ~ ')' ~ (' nor a field of ' ~ cfg.payload if cfg.payload else ''), 'name the key column(s) of the changed rows') }}
     {%- endif -%}
@@ -90,7 +89,7 @@
   {%- do incremental_joins.check_changelog_events(cfg, events) -%}
   {#- For the equals_full_recompute test: the same events, read from the input as it is then. -#}
   {%- set records_sql = incremental_joins.stream_records_sql(inputs.stream, plan) -%}
-  {%- set open_records = incremental_joins.stream_records_sql(inputs.stream, {'mode': 'cdf' if plan.mode == 'cdf' else 'snapshot', 'from': -1, 'to': none}) -%}
+  {%- set open_records = incremental_joins.stream_records_sql(inputs.stream, {'mode': 'cdf' if plan.mode == 'cdf' else 'snapshot', 'from': -1, 'to': none, 'to_timestamp': 'current_timestamp()'}) -%}
   {{ return({'relation': events, 'values': values, 'recompute_sql': events_sql.replace(records_sql, open_records)}) }}
 {% endmacro %}
 

@@ -22,7 +22,7 @@
   {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, none if full else incremental_joins.pinned(clock, run.versions[clock | string])) -%}
   {%- set folded = incremental_joins.dedup_fold(cfg, records, none if full else incremental_joins.pinned(store, run.versions[store | string])) -%}
   {%- do incremental_joins.pin_versions(run.versions) -%}
-  {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, store, clock, full) -%}
+  {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, store, clock, full, run.retry) -%}
   {%- do stats.update({'fallback_reason': run.full_reason}) -%}
   {%- do incremental_joins.end_run('deduplicate', started_at, stats, run.versions) -%}
   {{ return({'relations': [this]}) }}
@@ -118,11 +118,11 @@
   {{ return(incremental_joins.stage('folded', 'select * except (__ij_fold), __ij_fold.s as __ij_state, __ij_fold.fwd as __ij_forwarded from (' ~ fold ~ ') as f')) }}
 {% endmacro %}
 
-{#- Append the forwarded records — once: a retried run finds its records already in the output
+{#- Append the forwarded records — once: a retried run (and only it looks) finds its records already in the output
     (their _ij_source_version is in this run's range) and does not write them again — then store the
     new state of each dedup key and the stream time; with strategy 'interval', entries older than
     stream time minus the interval are purged (SPEC §3 rule 5), so the store stays bounded. -#}
-{% macro dedup_write(cfg, records, folded, plan, store, clock, full) %}
+{% macro dedup_write(cfg, records, folded, plan, store, clock, full, retry) %}
   {%- set dk = incremental_joins.dedup_key_columns(cfg) -%}
   {%- set key = ['__ij_part'] + dk -%}
   {#- Output columns: the body's, with the input commit of each record as _ij_source_version. -#}
@@ -148,7 +148,7 @@
   {%- else -%}
     {%- set mode = 'incremental' -%}
     {%- set range = '_ij_source_version > ' ~ plan.from ~ ' and _ij_source_version <= ' ~ plan.to -%}
-    {%- if counts[1] == 0 or incremental_joins.scalar('select count(*) from ' ~ this ~ ' where ' ~ range) > 0 -%}
+    {%- if counts[1] == 0 or (retry and incremental_joins.scalar('select count(*) from ' ~ this ~ ' where ' ~ range) > 0) -%}
       {%- call statement('main') -%}select 'nothing to append' as outcome{%- endcall -%}
       {%- set written = {'inserted': 0} -%}
     {%- else -%}

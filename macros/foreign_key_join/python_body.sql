@@ -35,7 +35,7 @@
   {%- set sides = {} -%}
   {%- for side in ['left', 'right'] -%}
     {%- set rows_sql = plan[side ~ '_sql'] -%}
-    {%- if '__ij_' ~ this.schema ~ '__' in rows_sql -%}
+    {%- if incremental_joins.staged_prefix() in rows_sql -%}
       {%- set table = incremental_joins.state_relation('python_' ~ side) -%}
       {%- do incremental_joins.create_state_table(table, rows_sql) -%}
       {%- set rows_sql = 'select * from ' ~ table -%}

@@ -21,7 +21,7 @@
 
 {#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf} for versions (from_version, to_version];
     from_version -1 reads from the table's creation. -#}
-{% macro change_plan(name, from_version, to_version) %}
+{% macro change_plan(name, from_version, to_version, rows=none) %}
   {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': ''}) }}{%- endif -%}
   {%- if to_version < from_version -%}
     {%- set msg -%}
@@ -29,7 +29,7 @@
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
-  {%- set rows = incremental_joins.history(name) -%}
+  {%- set rows = rows or incremental_joins.history(name) -%}
   {%- set oldest = rows[-1]['version'] -%}
   {%- set state = namespace(cdf=true, reason='', vacuumed=false, first_change=none) -%}
   {%- for r in rows | reverse if r['version'] > from_version -%}

@@ -6,7 +6,7 @@
 {#- Create the highwater table if needed and pin a version per input (the pending version of an
     interrupted run, so a retry reads exactly what it read). Returns {'consumed': {input: version
     or none}, 'versions': {input: version or none (no Delta history)}, 'full_reason': none or why
-    this run recomputes everything}. `state` are the operator's state tables the incremental path
+    this run recomputes everything, 'retry': whether it repeats an interrupted run}. `state` are the operator's state tables the incremental path
     needs. -#}
 {% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false) %}
   {{ run_hooks(pre_hooks) }}
@@ -40,9 +40,10 @@
   {%- if load_cached_relation(this) is none -%}{%- set full_reason = 'first run' -%}
   {%- elif should_full_refresh() -%}{%- set full_reason = '--full-refresh' -%}
   {%- elif none in consumed.values() or missing_state -%}{%- set full_reason = 'no highwater or state' -%}
-  {%- elif none in versions.values() and on_missing_history == 'recompute' -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
+  {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
   {%- endif -%}
-  {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason}) }}
+  {%- set retry = highwater.values() | map(attribute='pending') | reject('none') | list | length > 0 -%}
+  {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason, 'retry': retry and not should_full_refresh()}) }}
 {% endmacro %}
 
 {#- After the writes: advance the highwater (the last write of a run), release this run's staged

@@ -32,11 +32,16 @@
   {%- endcall -%}
 {% endmacro %}
 
+{#- Names of this model's staged views begin with this. -#}
+{% macro staged_prefix() %}
+  {{ return('__ij_' ~ this.schema ~ '__' ~ this.identifier ~ '__') }}
+{% endmacro %}
+
 {#- An intermediate result of this run (changed keys, affected keys, recomputed rows), computed
     once and read by several statements. It is never state: a retried run computes it again from
     the same pinned versions. Returns the name to select from. -#}
 {% macro stage(suffix, sql) %}
-  {%- set name = '__ij_' ~ this.schema ~ '__' ~ this.identifier ~ '__' ~ suffix -%}
+  {%- set name = incremental_joins.staged_prefix() ~ suffix -%}
   {% do adapter.dispatch('stage', 'incremental_joins')(name, sql) %}
   {{ return(name) }}
 {% endmacro %}
@@ -58,7 +63,7 @@
 {#- Uncache every staged view first, then drop them: uncaching a view re-reads its definition,
     which fails once a view it selects from is gone. -#}
 {% macro release_staged() %}
-  {%- set names = run_query("show views like '__ij_" ~ this.schema ~ "__" ~ this.identifier ~ "__*'").columns['viewName'].values() -%}
+  {%- set names = run_query("show views like '" ~ incremental_joins.staged_prefix() ~ "*'").columns['viewName'].values() -%}
   {% for name in names %}{% do run_query('uncache table if exists ' ~ name) %}{% endfor %}
   {% for name in names %}{% do run_query('drop view if exists ' ~ name) %}{% endfor %}
 {% endmacro %}

@@ -3,19 +3,24 @@
     Delta reserves `_commit_version` for tables with the Change Data Feed on). -#}
 
 {#- How to read the records of (from_version, to_version]; from_version none: every record the
-    input holds. {'mode': 'unchanged' | 'cdf' | 'diff' | 'snapshot', 'from': v, 'to': v}. From the
-    Change Data Feed when it covers the range (each record then has its own commit version);
-    otherwise the difference of two versions, or the whole snapshot, whose records all count as
-    arriving at `to_version`. -#}
+    input holds. {'mode': 'unchanged' | 'cdf' | 'diff' | 'snapshot', 'from': v, 'to': v,
+    'to_timestamp': commit time of `to` as an SQL literal}. From the Change Data Feed when it
+    covers the range (each record then has its own commit version); otherwise the difference of
+    two versions, or the whole snapshot, whose records all count as arriving at `to_version`.
+    Reads the input's history once. -#}
 {% macro stream_plan(name, from_version, to_version) %}
-  {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none}) }}{%- endif -%}
+  {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none, 'to_timestamp': 'current_timestamp()'}) }}{%- endif -%}
+  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'from': from_version, 'to': to_version, 'to_timestamp': 'cast(null as timestamp)'}) }}{%- endif -%}
+  {%- set rows = incremental_joins.history(name) -%}
+  {%- set at = rows | selectattr('version', 'equalto', to_version) | first -%}
+  {%- set to_timestamp = "timestamp'" ~ at['timestamp'].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'" -%}
   {%- set start = from_version if from_version is not none else -1 -%}
-  {%- if start == -1 and incremental_joins.history(name)[-1]['version'] != 0 -%}
-    {{ return({'mode': 'snapshot', 'from': none, 'to': to_version}) }}
+  {%- if start == -1 and rows[-1]['version'] != 0 -%}
+    {{ return({'mode': 'snapshot', 'from': none, 'to': to_version, 'to_timestamp': to_timestamp}) }}
   {%- endif -%}
-  {%- set plan = incremental_joins.change_plan(name, start, to_version) -%}
+  {%- set plan = incremental_joins.change_plan(name, start, to_version, rows) -%}
   {%- set mode = 'snapshot' if start == -1 and plan.mode == 'diff' else plan.mode -%}
-  {{ return({'mode': mode, 'from': start, 'to': to_version}) }}
+  {{ return({'mode': mode, 'from': start, 'to': to_version, 'to_timestamp': to_timestamp}) }}
 {% endmacro %}
 
 {#- The records of the plan: the input's columns plus _ij_commit_version and _ij_commit_timestamp. -#}
@@ -24,18 +29,11 @@
     {%- set relation = incremental_joins.parse_relation(name) -%}
     {{ return("select * except (_change_type, _commit_version, _commit_timestamp), _commit_version as _ij_commit_version, _commit_timestamp as _ij_commit_timestamp from table_changes('" ~ relation.schema ~ "." ~ relation.identifier ~ "', " ~ (plan.from + 1) ~ (", " ~ plan.to if plan.to is not none else '') ~ ") where _change_type = 'insert'") }}
   {%- endif -%}
-  {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _ij_commit_version, ' ~ incremental_joins.commit_timestamp(name, plan.to) ~ ' as _ij_commit_timestamp' -%}
+  {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _ij_commit_version, ' ~ plan.to_timestamp ~ ' as _ij_commit_timestamp' -%}
   {%- if plan.mode == 'diff' -%}
     {{ return('select *, ' ~ arrival ~ ' from (select * from ' ~ name ~ ' version as of ' ~ plan.to ~ ' except all select * from ' ~ name ~ ' version as of ' ~ plan.from ~ ') as new_records') }}
   {%- elif plan.mode == 'snapshot' -%}
     {{ return('select *, ' ~ arrival ~ ' from (' ~ incremental_joins.pinned(name, plan.to) ~ ') as records') }}
   {%- endif -%}
   {{ return('select *, ' ~ arrival ~ ' from ' ~ name ~ ' where false') }}
-{% endmacro %}
-
-{#- The commit time of a version, as an SQL timestamp literal (now, for a relation without history). -#}
-{% macro commit_timestamp(name, version) %}
-  {%- if version is none -%}{{ return('current_timestamp()') }}{%- endif -%}
-  {%- set row = run_query('describe history ' ~ name).rows | selectattr('version', 'equalto', version) | first -%}
-  {{ return("timestamp'" ~ row['timestamp'].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'") }}
 {% endmacro %}
