@@ -10,7 +10,7 @@
   {%- for c in columns if c not in keys -%}{%- do values.append(c) -%}{%- endfor -%}
   {%- set unchanged = [] -%}
   {%- for c in values -%}{%- do unchanged.append('t.' ~ adapter.quote(c) ~ ' <=> s.' ~ adapter.quote(c)) -%}{%- endfor -%}
-  {%- set version_before = run_query('describe history ' ~ target ~ ' limit 1').rows[0]['version'] -%}
+  {%- set version_before = incremental_joins.latest_version(target | string) -%}
   {%- set assignments = [] -%}
   {%- for c in values -%}{%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}{%- endfor -%}
   {%- call statement(statement_name or 'merge_' ~ target.identifier) -%}

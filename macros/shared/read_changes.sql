@@ -15,7 +15,7 @@
 {% endmacro %}
 
 {% macro latest_version(name) %}
-  {{ return(incremental_joins.history(name)[0]['version']) }}
+  {{ return(run_query('describe history ' ~ name ~ ' limit 1').rows[0]['version']) }}
 {% endmacro %}
 
 
