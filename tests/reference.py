@@ -101,3 +101,95 @@ def distinct(records: list, size: float, session: bool) -> list:
         rest = [s for s in sessions if s not in touched]
         seen[k] = rest + [(min([ts] + [s[0] for s in touched]), max([ts] + [s[1] for s in touched]))]
     return forwarded
+
+
+class StreamTableJoin:
+    """SPEC §4, record at a time, with run-level interleaving: a run's table changes are applied
+    (in arrival order) before its stream records are processed (in arrival order).
+
+    Table changes: (key, ts, value) — value None is a tombstone. Stream records: (key, ts, value,
+    offset) — value None is a null-value record. Times in seconds. retention None = unversioned
+    table (a lookup sees the key's latest arrived value); grace None = no buffer.
+    Emitted: (offset, joined value or None), in emission order."""
+
+    def __init__(self, join_type: str, retention: Optional[float], grace: Optional[float]) -> None:
+        self.join_type, self.retention, self.grace = join_type, retention, grace
+        self.history: dict = {}          # key -> {ts: value}
+        self.latest_arrived: dict = {}   # key -> value (unversioned)
+        self.table_time: Optional[float] = None
+        self.stream_time: Optional[float] = None
+        self.buffer: list = []           # (ts, key, arrival, record)
+        self.arrivals = 0
+        self.emitted: list = []
+        self.ignored_changes = 0
+
+    def horizon(self) -> Optional[float]:
+        if self.retention is None or self.table_time is None:
+            return None
+        return self.table_time - self.retention
+
+    def apply(self, key, ts: float, value) -> None:
+        if self.retention is None:
+            self.latest_arrived[key] = value
+            return
+        horizon = self.horizon()
+        if horizon is not None and ts < horizon:
+            self.ignored_changes += 1
+            return
+        self.history.setdefault(key, {})[ts] = value
+        self.table_time = ts if self.table_time is None else max(self.table_time, ts)
+        self.purge()
+
+    def purge(self) -> None:
+        """A version whose validity ended at or before the horizon goes, but never a key's latest."""
+        horizon = self.horizon()
+        for versions in self.history.values():
+            times = sorted(versions)
+            for ts, next_ts in zip(times, times[1:]):
+                if next_ts <= horizon:
+                    del versions[ts]
+
+    def lookup(self, key, t: float):
+        if key is None:
+            return None
+        if self.retention is None:
+            return self.latest_arrived.get(key)
+        versions = self.history.get(key, {})
+        if not versions:
+            return None
+        horizon = self.horizon()
+        if horizon is not None and t < horizon:
+            latest = max(versions)
+            return versions[latest] if latest <= t else None
+        before = [ts for ts in versions if ts <= t]
+        return versions[max(before)] if before else None
+
+    def join(self, record) -> None:
+        key, ts, _, offset = record
+        found = self.lookup(key, ts)
+        if found is not None or self.join_type == "left":
+            self.emitted.append((offset, found))
+
+    def process(self, record) -> None:
+        key, ts, value, _ = record
+        if value is None or (key is None and self.join_type == "inner"):
+            return
+        if self.grace is None:
+            self.join(record)
+            return
+        if self.stream_time is not None and ts < self.stream_time - self.grace:
+            self.join(record)   # late: at once, releasing nothing
+            return
+        self.arrivals += 1
+        self.buffer.append((ts, "" if key is None else key, self.arrivals, record))
+        self.stream_time = ts if self.stream_time is None else max(self.stream_time, ts)
+        released = sorted(b for b in self.buffer if b[0] <= self.stream_time - self.grace)
+        self.buffer = [b for b in self.buffer if b[0] > self.stream_time - self.grace]
+        for *_, r in released:
+            self.join(r)
+
+    def run(self, table_changes: list, records: list) -> None:
+        for change in table_changes:
+            self.apply(*change)
+        for record in records:
+            self.process(record)

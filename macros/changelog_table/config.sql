@@ -17,10 +17,7 @@
   {%- if sequence | length != 1 -%}
     {{ incremental_joins.config_error('sequence', sequence | join(', '), 'must be one column', 'name the column that orders the changes of a key (LSN, offset, timestamp); build one upstream if it spans columns') }}
   {%- endif -%}
-  {%- set retention = incremental_joins.config_value('tombstone_retention', '7 days') | string -%}
-  {%- if not modules.re.match('^\\s*\\d+\\s+(day|hour|minute|second)s?\\s*$', retention, modules.re.I) -%}
-    {{ incremental_joins.config_error('tombstone_retention', retention, 'is not an interval', "write e.g. '7 days', '12 hours' or '30 minutes'") }}
-  {%- endif -%}
+  {%- set retention = incremental_joins.duration_config('tombstone_retention', '7 days', "'7 days', '12 hours' or '30 minutes'") -%}
   {{ return({
       'key': incremental_joins.require_config('key'),
       'sequence': sequence[0],
@@ -29,6 +26,6 @@
       'arrival_order': incremental_joins.config_value('arrival_order'),
       'payload': incremental_joins.config_value('payload'),
       'value_columns': incremental_joins._as_list(incremental_joins.config_value('value_columns')),
-      'tombstone_retention': retention | trim,
+      'tombstone_retention': retention.sql,
   }) }}
 {% endmacro %}

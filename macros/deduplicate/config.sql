@@ -9,21 +9,15 @@
   {%- if strategy != 'interval' and id -%}
     {{ incremental_joins.config_error('id', id, "is for strategy 'interval'; windowed distinct ('" ~ strategy ~ "') keeps the first record per key and window", 'unset id, or put the id into key') }}
   {%- endif -%}
-  {%- set interval = incremental_joins.config_value('interval') -%}
+  {%- set interval = incremental_joins.duration_config('interval', example="'10 seconds'") -%}
   {%- if interval is none -%}
     {{ incremental_joins.config_error('interval', none, 'is required (' ~ {'interval': 'how long a forwarded record suppresses its duplicates', 'tumbling': 'the window size', 'session': 'the inactivity gap'}[strategy] ~ ')', "set e.g. interval='10 minutes'") }}
-  {%- endif -%}
-  {%- set parsed = modules.re.match('^\\s*(-?\\d+)\\s+(millisecond|second|minute|hour|day)s?\\s*$', interval | string, modules.re.I) -%}
-  {%- if not parsed -%}
-    {{ incremental_joins.config_error('interval', interval, 'is not a duration', "write e.g. '10 seconds', '5 minutes', '1 day'") }}
-  {%- elif parsed.group(1) | int < 0 -%}
-    {{ incremental_joins.config_error('interval', interval, 'is negative', "use 0 or more, e.g. '10 seconds'") }}
-  {%- elif strategy != 'interval' and parsed.group(1) | int == 0 -%}
-    {{ incremental_joins.config_error('interval', interval, "must be positive for strategy '" ~ strategy ~ "'", "e.g. interval='10 seconds'") }}
+  {%- elif strategy != 'interval' and interval.seconds == 0 -%}
+    {{ incremental_joins.config_error('interval', interval.text, "must be positive for strategy '" ~ strategy ~ "'", "e.g. interval='10 seconds'") }}
   {%- endif -%}
   {{ return({
       'key': key, 'id': id, 'strategy': strategy,
-      'interval': 'interval ' ~ parsed.group(1) ~ ' ' ~ parsed.group(2) | lower ~ 's',
+      'interval': interval.sql,
       'event_time': incremental_joins.require_config('event_time')[0],
       'arrival_order': incremental_joins.config_value('arrival_order'),
       'partition_by': incremental_joins.config_value('partition_by'),

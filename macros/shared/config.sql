@@ -64,3 +64,19 @@
   union all
   select 'unexpected' as diff, unexpected.* from (select * from actual except all select * from expected) as unexpected
 {% endmacro %}
+
+{#- A duration config ('10 seconds', '7 days', ...): none when unset (and no default), else
+    {'sql': an SQL interval literal, 'seconds': its length, 'text': as written}. -#}
+{% macro duration_config(key, default=none, example="'10 minutes'") %}
+  {%- set value = incremental_joins.config_value(key, default) -%}
+  {%- if value is none -%}{{ return(none) }}{%- endif -%}
+  {%- set parsed = modules.re.match('^\\s*(-?\\d+)\\s+(millisecond|second|minute|hour|day)s?\\s*$', value | string, modules.re.I) -%}
+  {%- if not parsed -%}
+    {{ incremental_joins.config_error(key, value, 'is not a duration', 'write e.g. ' ~ example ~ " (a number and one of millisecond, second, minute, hour, day)") }}
+  {%- elif parsed.group(1) | int < 0 -%}
+    {{ incremental_joins.config_error(key, value, 'is negative', 'use 0 or more, e.g. ' ~ example) }}
+  {%- endif -%}
+  {%- set unit = parsed.group(2) | lower -%}
+  {%- set seconds = parsed.group(1) | int * {'millisecond': 0.001, 'second': 1, 'minute': 60, 'hour': 3600, 'day': 86400}[unit] -%}
+  {{ return({'sql': 'interval ' ~ parsed.group(1) ~ ' ' ~ unit ~ 's', 'seconds': seconds, 'text': value | string | trim}) }}
+{% endmacro %}

@@ -33,7 +33,8 @@
     rows_deleted bigint,
     late_records bigint,
     dropped_duplicates bigint,
-    fan_out bigint comment 'left rows reached through the index by right-side changes'
+    fan_out bigint comment 'left rows reached through the index by right-side changes',
+    ignored_records bigint comment 'records ignored: table changes older than the history horizon, stream records with a null key or value'
   ) using delta
 {% endmacro %}
 
@@ -48,7 +49,7 @@
     run log's columns; missing counts are 0. -#}
 {% macro log_run(operator, started_at, stats) %}
   {%- set duration = (modules.datetime.datetime.utcnow() - started_at).total_seconds() -%}
-  {%- set counts = ['rows_read', 'affected_keys', 'rows_inserted', 'rows_updated', 'rows_deleted', 'late_records', 'dropped_duplicates', 'fan_out'] -%}
+  {%- set counts = ['rows_read', 'affected_keys', 'rows_inserted', 'rows_updated', 'rows_deleted', 'late_records', 'dropped_duplicates', 'fan_out', 'ignored_records'] -%}
   {%- set values = [] -%}
   {%- for c in counts -%}{%- do values.append((stats.get(c) or 0) | int) -%}{%- endfor -%}
   {%- set summary = [] -%}

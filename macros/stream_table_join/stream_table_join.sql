@@ -1,0 +1,320 @@
+{#- stream_table_join (KIP-923; SPEC §4): each stream record joined to the table as of its own
+    event time, appended to the output exactly once.
+
+    The table side is kept as a versioned history (`<model>__ij_history`: one row per key and
+    timestamp, tombstones included) for `history_retention`; without a retention the table is
+    unversioned and a record sees the key's latest row. With `grace_period`, records wait in
+    `<model>__ij_buffer` until stream time has passed them by the grace period; `<model>__ij_clock`
+    shows stream time, table time and the horizon.
+
+    Runs are the unit of interleaving: all table changes of a run are applied before its stream
+    records are joined. The whole computation is set-based over "cuts" (the input versions each
+    run read): an incremental run is one cut on top of the stored state; a full refresh replays
+    the recorded cuts from empty state (when both inputs' change feeds reach back to their
+    creation), so it gives the output the incremental runs gave.
+
+    resolve config → pin input and state versions → cuts → table changes (accepted or older than
+    the horizon) → stream records (dropped, late, buffered) → which cut emits each record → as-of
+    lookup → append once → MERGE history (purged) and buffer, replace clock → advance highwater. -#}
+{% materialization stream_table_join, adapter='spark', supported_languages=['sql'] %}
+  {%- set started_at = modules.datetime.datetime.utcnow() -%}
+  {%- set cfg = incremental_joins.stream_table_join_config() -%}
+  {%- set inputs = incremental_joins.marked_inputs(sql, ['stream', 'table'], "select s.*, t.price from {{ incremental_joins.as_of_join(ref('orders'), ref('prices')) }}") -%}
+  {%- set st = {'history': incremental_joins.state_relation('history'), 'buffer': incremental_joins.state_relation('buffer'),
+                'clock': incremental_joins.state_relation('clock'), 'cuts': incremental_joins.state_relation('runs')} -%}
+  {%- set run = incremental_joins.begin_run([inputs.stream, inputs.table], 'error', [st.history, st.buffer, st.clock, this], pin_state=true) -%}
+  {%- set full = run.full_reason is not none -%}
+  {%- set plans = {} -%}
+  {%- for side in ['stream', 'table'] -%}
+    {%- do plans.update({side: incremental_joins.stream_plan(inputs[side], none if full else run.consumed[inputs[side]], run.versions[inputs[side]])}) -%}
+  {%- endfor -%}
+  {%- set cuts = incremental_joins.stj_cuts(inputs, run.versions, plans, full, st.cuts) -%}
+  {%- set pinned = {} -%}
+  {%- for name in ['history', 'buffer', 'clock'] -%}
+    {%- do pinned.update({name: none if full else incremental_joins.pinned(st[name], run.versions[st[name] | string])}) -%}
+  {%- endfor -%}
+  {%- set clock = {'st': 'cast(null as timestamp)', 'tst': 'cast(null as timestamp)'} -%}
+  {%- if not full -%}
+    {%- do clock.update({'st': '(select stream_time from (' ~ pinned.clock ~ ') as c)', 'tst': '(select table_time from (' ~ pinned.clock ~ ') as c)'}) -%}
+  {%- endif -%}
+  {%- set changes = incremental_joins.stj_table_changes(cfg, inputs.table, plans.table, cuts, clock.tst) -%}
+  {%- set records = incremental_joins.stj_stream_records(cfg, inputs.stream, plans.stream, cuts, clock.st) -%}
+  {%- set flow = incremental_joins.stj_flow(cfg, cuts, changes, records, pinned, clock) -%}
+  {%- do incremental_joins.pin_versions(run.versions) -%}
+  {%- set stats = incremental_joins.stj_write(cfg, inputs, flow, st, full, run) -%}
+  {%- do stats.update({'fallback_reason': run.full_reason ~ (' (' ~ cuts.note ~ ')' if cuts.note else '') if full else none}) -%}
+  {%- do incremental_joins.end_run('stream_table_join', started_at, stats, run.versions) -%}
+  {{ return({'relations': [this]}) }}
+{% endmaterialization %}
+
+{#- The FROM clause of a stream_table_join model: the stream joined to the table on the key, as
+    of each record's event time. The model body is an ordinary select list:
+
+        select s.order_id, s.product_id, s.ordered_at, t.price
+        from {{ incremental_joins.as_of_join(ref('orders'), ref('prices')) }}
+
+    Run as it is, the body joins the table's current rows; the materialization puts the emitted
+    records and the table version each one looked up in place of the two relations. -#}
+{% macro as_of_join(stream, table, stream_alias='s', table_alias='t') %}
+  {%- if not execute -%}{{ return(stream ~ ' as ' ~ stream_alias ~ ' cross join ' ~ table ~ ' as ' ~ table_alias) }}{%- endif -%}
+  {%- set cfg = incremental_joins.stream_table_join_config() -%}
+  {%- set on = [] -%}
+  {%- for k in cfg.key -%}
+    {%- do on.append(stream_alias ~ '.' ~ adapter.quote(k) ~ ' = ' ~ table_alias ~ '.' ~ adapter.quote(cfg.table_key[loop.index0])) -%}
+  {%- endfor -%}
+  /*ij:stream*/ {{ stream }} as {{ stream_alias }}
+  {{ 'left outer' if cfg.join_type == 'left' else 'inner' }} join /*ij:table*/ {{ table }} as {{ table_alias }}
+    on /*ij:on {{ stream_alias }} {{ table_alias }}*/ {{ on | join(' and ') }} /*ij:end*/
+{% endmacro %}
+
+{#- The cuts this run computes: {'sql': rows (run, stream_version, table_version) numbered from
+    1, 'count': n, 'replay': whether runs are told apart by commit version, 'note': why a full
+    refresh could not replay}. Incremental: one cut, this run's versions (run 0 is the stored
+    state). Full refresh: the recorded cuts of earlier runs, then this run's versions. -#}
+{% macro stj_cuts(inputs, versions, plans, full, cuts_relation) %}
+  {%- set sv, tv = versions[inputs.stream], versions[inputs.table] -%}
+  {%- set rows = [] -%}
+  {%- set note = none -%}
+  {%- if full and adapter.get_relation(database=none, schema=cuts_relation.schema, identifier=cuts_relation.identifier) -%}
+    {%- set stored = run_query('select stream_version, table_version from ' ~ cuts_relation ~ " where stream = '" ~ inputs.stream ~ "' and input_table = '" ~ inputs.table ~ "' order by stream_version, table_version").rows -%}
+    {%- set recreated = stored | selectattr(0, 'gt', sv) | list + stored | selectattr(1, 'gt', tv) | list -%}
+    {%- if recreated -%}
+      {%- set note = 'an input was re-created since the recorded runs; treated as one run' -%}
+    {%- elif stored and (plans.stream.mode != 'cdf' or plans.table.mode != 'cdf') -%}
+      {%- set note = 'the change data feed of an input does not reach back to its creation; the inputs are treated as one run' -%}
+    {%- else -%}
+      {%- for r in stored if [r[0], r[1]] != [sv, tv] -%}{%- do rows.append([r[0], r[1]]) -%}{%- endfor -%}
+    {%- endif -%}
+  {%- endif -%}
+  {%- do rows.append([sv, tv]) -%}
+  {%- set values = [] -%}
+  {%- for r in rows -%}{%- do values.append('(' ~ loop.index ~ ', cast(' ~ r[0] ~ ' as bigint), cast(' ~ r[1] ~ ' as bigint))') -%}{%- endfor -%}
+  {{ return({'sql': 'select col1 as run, col2 as stream_version, col3 as table_version from values ' ~ values | join(', '),
+             'count': rows | length, 'note': note, 'current': [sv, tv]}) }}
+{% endmacro %}
+
+{#- The cut a commit version belongs to: the first cut whose version of `side` reaches it. -#}
+{% macro stj_cut_of(cuts, side, version_sql) %}
+  {%- if cuts.count == 1 -%}{{ return('1') }}{%- endif -%}
+  {{ return('(select min(c.run) from (' ~ cuts.sql ~ ') as c where c.' ~ side ~ '_version >= ' ~ version_sql ~ ')') }}
+{% endmacro %}
+
+{#- The table's changes in this run's range, one per key and commit (an overwrite's delete and
+    re-insert of a key count as its new row): the table's columns plus __ij_ts (the change's
+    timestamp: table_time; a hard delete's is its commit time), __ij_tomb, __ij_cv (commit),
+    __ij_run (cut) and __ij_accepted (false for a change older than the horizon at its arrival;
+    within one commit, changes count as arriving in timestamp order). -#}
+{% macro stj_table_changes(cfg, name, plan, cuts, tst0) %}
+  {%- set ts = cfg.table_time and adapter.quote(cfg.table_time) -%}
+  {%- set deleted = 'coalesce(' ~ cfg.table_deleted ~ ', false)' if cfg.table_deleted else 'false' -%}
+  {%- set keys = incremental_joins.column_list(cfg.table_key) -%}
+  {%- if plan.mode == 'cdf' -%}
+    {%- set relation = incremental_joins.parse_relation(name) -%}
+    {%- set raw -%}
+      select * except (_change_type, _commit_version, _commit_timestamp, __ij_pref) from (
+        select c.*,
+          case when _change_type = 'delete' then _commit_timestamp else {{ ts or '_commit_timestamp' }} end as __ij_ts,
+          _change_type = 'delete' or {{ deleted }} as __ij_tomb, _commit_version as __ij_cv,
+          row_number() over (partition by {{ keys }}, _commit_version order by case when _change_type = 'delete' then 1 else 0 end) as __ij_pref
+        from table_changes('{{ relation.schema }}.{{ relation.identifier }}', {{ plan.from + 1 }}, {{ plan.to }}) as c
+        where _change_type in ('insert', 'update_postimage', 'delete')
+      ) as c where __ij_pref = 1
+    {%- endset -%}
+  {%- else -%}
+    {%- set now = 'select *, ' ~ (ts or plan.to_timestamp) ~ ' as __ij_ts, ' ~ deleted ~ ' as __ij_tomb, cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as __ij_cv from ' -%}
+    {%- if plan.mode == 'unchanged' -%}
+      {%- set raw = now ~ name ~ ' where false' -%}
+    {%- elif plan.mode == 'snapshot' -%}
+      {%- set raw = now ~ '(' ~ incremental_joins.pinned(name, plan.to) ~ ') as c' -%}
+    {%- else -%}
+      {%- set raw -%}
+        {{ now }} (select * from {{ name }} version as of {{ plan.to }} except select * from {{ name }} version as of {{ plan.from }}) as c
+        union all
+        select o.*, {{ plan.to_timestamp }}, true, cast({{ plan.to }} as bigint)
+        from {{ name }} version as of {{ plan.from }} as o left anti join {{ name }} version as of {{ plan.to }} as n on {{ incremental_joins.keys_match(cfg.table_key, 'o', 'n') }}
+      {%- endset -%}
+    {%- endif -%}
+  {%- endif -%}
+  {%- set earlier = 'greatest(' ~ tst0 ~ ', max(__ij_ts) over (order by __ij_cv range between unbounded preceding and 1 preceding))' -%}
+  {%- set changes -%}
+    select c.*, {{ incremental_joins.stj_cut_of(cuts, 'table', 'c.__ij_cv') }} as __ij_run,
+      {{ ('coalesce(c.__ij_ts >= ' ~ earlier ~ ' - ' ~ cfg.retention.sql ~ ', true)') if cfg.retention else 'true' }} as __ij_accepted
+    from ({{ raw }}) as c
+  {%- endset -%}
+  {%- set staged = incremental_joins.stage('changes', changes) -%}
+  {%- set bad = run_query('select count(*), to_json(first(struct(*))) from ' ~ staged ~ ' where __ij_ts is null').rows[0] -%}
+  {%- if bad[0] > 0 -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ": input " ~ name ~ " has " ~ bad[0] ~ " changed rows with a null table_time ('" ~ cfg.table_time ~ "'), e.g. " ~ bad[1] ~ ". Each table change needs its timestamp: fill it upstream. Nothing was written.") }}
+  {%- endif -%}
+  {{ return(staged) }}
+{% endmacro %}
+
+{#- The stream's new records in arrival order (__ij_rid), with their event time (__ij_ts), cut
+    (__ij_run), whether they are dropped (a null value; a null key in an inner join) and, among
+    the kept ones, whether they are late (event time before stream time minus the grace period;
+    stream time = the largest event time of the kept records before it). -#}
+{% macro stj_stream_records(cfg, name, plan, cuts, st0) %}
+  {%- set body = incremental_joins.stream_records_sql(name, plan) -%}
+  {%- set columns = get_column_schema_from_query(body) | map(attribute='name') | list -%}
+  {%- set lowered = columns | map('lower') | list -%}
+  {%- for key, column in [('event_time', cfg.event_time), ('arrival_order', cfg.arrival_order)] + zip(['key'] * cfg.key | length, cfg.key) | list + zip(['value_columns'] * cfg.value_columns | length, cfg.value_columns) | list if column and column | lower not in lowered -%}
+    {{ incremental_joins.config_error(key, column, 'is not a column of the stream input ' ~ name ~ ' (' ~ columns | join(', ') ~ ')', 'name one of those columns') }}
+  {%- endfor -%}
+  {%- set fixed = (cfg.key + [cfg.event_time, cfg.arrival_order or '', '_ij_commit_version', '_ij_commit_timestamp']) | map('lower') | list -%}
+  {%- set nulls = [] -%}
+  {%- for c in cfg.value_columns or columns if cfg.value_columns or c | lower not in fixed -%}{%- do nulls.append(adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
+  {%- set drop = ['(' ~ (nulls | join(' and ') or 'false') ~ ')'] -%}
+  {%- if cfg.join_type == 'inner' -%}
+    {%- for k in cfg.key -%}{%- do drop.append(adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
+  {%- endif -%}
+  {%- set numbered -%}
+    select r.*, {{ adapter.quote(cfg.event_time) }} as __ij_ts,
+      cast(row_number() over (order by _ij_commit_version, {{ adapter.quote(cfg.arrival_order) if cfg.arrival_order else '0' }}, to_json(struct(r.*))) as bigint) as __ij_rid,
+      {{ incremental_joins.stj_cut_of(cuts, 'stream', 'r._ij_commit_version') }} as __ij_run,
+      {{ drop | join(' or ') }} as __ij_drop
+    from ({{ body }}) as r
+  {%- endset -%}
+  {%- set late = ('coalesce(__ij_ts < greatest(' ~ st0 ~ ', max(case when not __ij_drop then __ij_ts end) over (order by __ij_rid rows between unbounded preceding and 1 preceding)) - ' ~ cfg.grace.sql ~ ', false)') if cfg.grace else 'false' -%}
+  {%- set staged = incremental_joins.stage('records', 'select n.*, not __ij_drop and ' ~ late ~ ' as __ij_late from (' ~ numbered ~ ') as n') -%}
+  {%- set bad = run_query('select count(*), to_json(first(struct(*))) from ' ~ staged ~ ' where __ij_ts is null and not __ij_drop').rows[0] -%}
+  {%- if bad[0] > 0 -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ": the stream input " ~ name ~ " has " ~ bad[0] ~ " records with a null event time ('" ~ cfg.event_time ~ "'), e.g. " ~ bad[1] ~ ". Every record needs an event time: fill it upstream. Nothing was written.") }}
+  {%- endif -%}
+  {{ return(staged) }}
+{% endmacro %}
+
+{#- The run as sets: per cut its stream time and table time; which cut emits each kept record (a
+    late one at arrival; a buffered one, stored or new, at the first cut whose stream time minus
+    the grace period reaches it; none: it stays buffered); the table version each emitted record
+    looks up; the history after the run (same key and timestamp: the later arrival; purged up
+    to the horizon). Returns the staged names and the output's select. -#}
+{% macro stj_flow(cfg, cuts, changes, records, pinned, clock) %}
+  {%- set tk = incremental_joins.column_list(cfg.table_key) -%}
+  {%- set cut_times -%}
+    select c.*,
+      greatest({{ clock.st }}, max(s.mx) over (order by c.run rows between unbounded preceding and current row)) as st,
+      greatest({{ clock.tst }}, max(t.mx) over (order by c.run rows between unbounded preceding and current row)) as tst
+    from ({{ cuts.sql }}) as c
+    left join (select __ij_run, max(__ij_ts) as mx from {{ records }} where not __ij_drop group by 1) as s on s.__ij_run = c.run
+    left join (select __ij_run, max(__ij_ts) as mx from {{ changes }} where __ij_accepted group by 1) as t on t.__ij_run = c.run
+  {%- endset -%}
+  {%- set rt = incremental_joins.stage('cut_times', cut_times) -%}
+  {%- set record_columns = get_column_schema_from_query('select * except (__ij_run, __ij_drop, __ij_late) from ' ~ records) | map(attribute='name') | list -%}
+  {%- set cols = incremental_joins.column_list(record_columns) -%}
+  {%- set kept -%}
+    select {{ cols }}, __ij_run, __ij_late from {{ records }} where not __ij_drop
+    {% if pinned.buffer and cfg.grace %}union all select {{ cols }}, 0, false from ({{ pinned.buffer }}) as b{% endif %}
+  {%- endset -%}
+  {%- if cfg.grace -%}
+    {%- set candidates -%}
+      with x as ({{ kept }}),
+      e as (
+        select x._ij_commit_version as cv, x.__ij_rid as rid, min(c.run) as emit
+        from x join {{ rt }} as c on c.run >= greatest(x.__ij_run, 1) and c.st - {{ cfg.grace.sql }} >= x.__ij_ts
+        where not x.__ij_late group by 1, 2
+      )
+      select x.*, case when x.__ij_late then x.__ij_run else e.emit end as __ij_emit_run
+      from x left join e on e.cv = x._ij_commit_version and e.rid = x.__ij_rid
+    {%- endset -%}
+  {%- else -%}
+    {%- set candidates = 'select x.*, x.__ij_run as __ij_emit_run from (' ~ kept ~ ') as x' -%}
+  {%- endif -%}
+  {%- set candidates = incremental_joins.stage('candidates', candidates) -%}
+  {#- Emitted records, numbered in release order: (event time, key, arrival). -#}
+  {%- set emitted = incremental_joins.stage('emitted', 'select x.*, row_number() over (order by __ij_emit_run, __ij_ts, ' ~ incremental_joins.column_list(cfg.key) ~ ', _ij_commit_version, __ij_rid) as __ij_rec from ' ~ candidates ~ ' as x where __ij_emit_run is not null') -%}
+  {#- Table versions: the stored history (cut 0) and this run's accepted changes. -#}
+  {%- set versions = 'select * except (__ij_accepted) from ' ~ changes ~ ' where __ij_accepted' -%}
+  {%- if pinned.history -%}{%- set versions = 'select *, 0 as __ij_run from (' ~ pinned.history ~ ') as h union all ' ~ versions -%}{%- endif -%}
+  {%- set versions = incremental_joins.stage('versions', versions) -%}
+  {#- As-of lookup (SPEC §4): the latest version at or before the record's time among those
+      applied by its cut; before the horizon, the key's latest version if it is not newer. -#}
+  {%- set on = [] -%}
+  {%- for k in cfg.key -%}{%- do on.append('e.' ~ adapter.quote(k) ~ ' = v.' ~ adapter.quote(cfg.table_key[loop.index0])) -%}{%- endfor -%}
+  {%- if cfg.retention -%}
+    {%- set visible = 'and (e.__ij_ts < c.tst - ' ~ cfg.retention.sql ~ ' or v.__ij_ts <= e.__ij_ts)' -%}
+    {%- set newest = 'v.__ij_ts desc, v.__ij_run desc, v.__ij_cv desc' -%}
+    {%- set found = 'not __ij_tomb and __ij_ts <= __ij_at' -%}
+  {%- else -%}
+    {%- set visible, newest, found = '', 'v.__ij_run desc, v.__ij_cv desc', 'not __ij_tomb' -%}
+  {%- endif -%}
+  {%- set matched -%}
+    select * except (__ij_ts, __ij_tomb, __ij_cv, __ij_run, __ij_pick, __ij_at) from (
+      select e.__ij_rec, e.__ij_ts as __ij_at, v.*, row_number() over (partition by e.__ij_rec order by {{ newest }}) as __ij_pick
+      from {{ emitted }} as e join {{ rt }} as c on c.run = e.__ij_emit_run
+      join {{ versions }} as v on {{ on | join(' and ') }} and v.__ij_run <= e.__ij_emit_run {{ visible }}
+    ) as l where __ij_pick = 1 and {{ found }}
+  {%- endset -%}
+  {#- The history after the run: one row per key and timestamp (the later arrival); versioned,
+      a version whose validity ended at or before the horizon is purged unless it is the key's
+      latest; unversioned, only each key's latest live row stays. -#}
+  {%- if cfg.retention -%}
+    {%- set history -%}
+      select * except (__ij_next) from (
+        select v.*, lead(__ij_ts) over (partition by {{ tk }} order by __ij_ts) as __ij_next
+        from (select * from {{ versions }} qualify row_number() over (partition by {{ tk }}, __ij_ts order by __ij_run desc, __ij_cv desc) = 1) as v
+      ) as h where __ij_next is null or __ij_next > (select max(tst) from {{ rt }}) - {{ cfg.retention.sql }}
+    {%- endset -%}
+  {%- else -%}
+    {%- set history = 'select * from ' ~ versions ~ ' qualify row_number() over (partition by ' ~ tk ~ ' order by __ij_run desc, __ij_cv desc) = 1 and not __ij_tomb' -%}
+  {%- endif -%}
+  {{ return({'records': records, 'changes': changes, 'rt': rt, 'candidates': candidates, 'emitted': emitted, 'matched': matched,
+             'history': incremental_joins.stage('history', history)}) }}
+{% endmacro %}
+
+{#- The model body over the emitted records and the versions they looked up; the output appended
+    once (a retried run whose append already committed skips it), then the state: history MERGEd
+    (new versions in, purged ones out), buffer MERGEd (new waiting records in, released ones out),
+    clock replaced, this run's cut recorded. -#}
+{% macro stj_write(cfg, inputs, flow, st, full, run) %}
+  {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': 'select * from ' ~ flow.emitted, 'table': flow.matched}) -%}
+  {%- set body = modules.re.sub('/\\*ij:on (\\S+) (\\S+)\\*/.*?/\\*ij:end\\*/', '\\1.__ij_rec = \\2.__ij_rec', body, flags=modules.re.S) -%}
+  {%- set output_columns = [] -%}
+  {%- for c in get_column_schema_from_query(body) if not c.name.startswith('__ij_') -%}{%- do output_columns.append(c.name) -%}{%- endfor -%}
+  {%- set rows = 'select ' ~ incremental_joins.column_list(output_columns) ~ ' from (' ~ body ~ ') as b' -%}
+  {%- set c = run_query('select (select count(*) from ' ~ flow.candidates ~ ' where __ij_run > 0), (select count(*) from ' ~ flow.emitted ~ '),'
+        ~ ' (select count_if(__ij_late) from ' ~ flow.candidates ~ '), (select count_if(__ij_drop) from ' ~ flow.records ~ '),'
+        ~ ' (select count(*) from ' ~ flow.changes ~ '), (select count_if(not __ij_accepted) from ' ~ flow.changes ~ ')').rows[0] -%}
+  {%- set waiting = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_emit_run is null' -%}
+  {%- set clock_row = 'select st as stream_time, tst as table_time, ' ~ ('tst - ' ~ cfg.retention.sql if cfg.retention else 'cast(null as timestamp)') ~ ' as horizon from ' ~ flow.rt ~ ' where run = (select max(run) from ' ~ flow.rt ~ ')' -%}
+  {%- set history_rows = 'select * except (__ij_run) from ' ~ flow.history -%}
+  {%- if full -%}
+    {%- do incremental_joins.create_output(rows, [], none) -%}
+    {%- set written, mode = incremental_joins.last_write_metrics(this, -1), 'full_refresh' -%}
+    {%- do incremental_joins.inject_failure('after_output_merge') -%}
+    {%- do incremental_joins.create_state_table(st.history, history_rows, cfg.table_key) -%}
+    {%- do incremental_joins.create_state_table(st.buffer, waiting) -%}
+  {%- else -%}
+    {%- set mode, version_before = 'incremental', run.versions[this | string] -%}
+    {%- if c[1] == 0 or (run.retry and incremental_joins.latest_version(this | string) > version_before) -%}
+      {%- call statement('main') -%}select 'nothing to append' as outcome{%- endcall -%}
+      {%- set written = {'inserted': 0} -%}
+    {%- else -%}
+      {%- call statement('main') -%}insert into {{ this }} ({{ incremental_joins.column_list(output_columns) }}) {{ rows }}{%- endcall -%}
+      {%- set written = incremental_joins.last_write_metrics(this, version_before) -%}
+    {%- endif -%}
+    {%- do incremental_joins.inject_failure('after_output_merge') -%}
+    {%- set history_key = cfg.table_key + ['__ij_ts'] -%}
+    {%- set history_columns = adapter.get_columns_in_relation(st.history) | map(attribute='name') | list -%}
+    {%- set stale = 'select h.* from ' ~ st.history ~ ' as h left anti join ' ~ flow.history ~ ' as k on ' ~ incremental_joins.keys_match(history_key, 'h', 'k') -%}
+    {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, history_columns) -%}
+    {%- if cfg.grace -%}
+      {%- set released = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_run = 0 and __ij_emit_run is not null' -%}
+      {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], adapter.get_columns_in_relation(st.buffer) | map(attribute='name') | list) -%}
+    {%- endif -%}
+  {%- endif -%}
+  {%- do incremental_joins.create_state_table(st.clock, clock_row) -%}
+  {%- do incremental_joins.stj_record_cuts(st.cuts, inputs, flow.rt, full) -%}
+  {%- do incremental_joins.inject_failure('after_index_merge') -%}
+  {{ return({'mode': mode, 'rows_read': c[0] + c[3] + c[4], 'rows_inserted': written.inserted, 'affected_keys': c[1],
+             'late_records': c[2], 'ignored_records': c[3] + c[5]}) }}
+{% endmacro %}
+
+{#- The input versions of every run, so that a full refresh can replay the same runs. -#}
+{% macro stj_record_cuts(relation, inputs, rt, full) %}
+  {%- set rows = "select '" ~ inputs.stream ~ "' as stream, '" ~ inputs.table ~ "' as input_table, stream_version, table_version from " ~ rt -%}
+  {%- if full or not adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
+    {%- do incremental_joins.create_state_table(relation, rows) -%}
+  {%- else -%}
+    {%- do incremental_joins.merge_changes(relation, rows, 'select * from ' ~ relation ~ ' where false', ['stream', 'input_table', 'stream_version', 'table_version'], ['stream', 'input_table', 'stream_version', 'table_version']) -%}
+  {%- endif -%}
+{% endmacro %}
