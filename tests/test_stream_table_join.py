@@ -93,14 +93,199 @@ class Join:
         return self.spark.sql(f"select * from {self.schema}.{model}__ij_{name}").collect()
 
 
-def test_smoke(scratch_project, spark):
-    j = Join(scratch_project, spark, {"stj": model()}, {"stj": reference.StreamTableJoin("left", 100, 10)})
-    j.table(("a", 0, "a0"), ("b", 0, "b0"))
-    j.stream(("a", 5, "1"), ("b", 20, "1"))
+T2100 = 4102444800   # 2100-01-01: after any commit time
+
+EXAMPLE_MODELS = {
+    "stj_left": model("left", "100 seconds", "10 seconds"),
+    "stj_inner": model("inner", "100 seconds", "10 seconds"),
+    "stj_grace0": model("left", "100 seconds", "0 seconds"),
+    "stj_unversioned": model("left", None, None),
+}
+
+# Runs of the worked example: (table commits, stream commit). Stream offsets count from 0.
+EXAMPLE_RUNS = [
+    ([[("p", 0, "p0"), ("q", 0, "q0")]], [("p", 5, "1"), ("q", 8, "1")]),                # offsets 0, 1
+    ([[("p", 12, "p12")], [("p", 3, "p3")]], [("p", 20, "1")]),                          # 2; p3 arrives out of order
+    ([], [("p", 4, "1"), ("q", 25, None)]),                                              # 3 late; 4 null value
+    ([[("q", 30, None)]], [("r", 31, "1"), ("q", 32, "1"), ("q", 29, "1")]),             # q deleted at 30; r never exists
+    ([[("u", 50, "u50")]], [("p", 50, "1")]),                                            # 8
+    ([[("s", 200, "s200")], [("p", 150, "p150")], [("q", 90, "q90")]],                   # horizon 100: q@90 ignored
+     [("p", 60, "1"), ("s", 210, "1"), ("u", 70, "1")]),                                 # 9, 10, 11
+]
+
+# What each model emits in each run, worked out by hand from SPEC §4 (offset: price).
+EXAMPLE_EXPECTED = {
+    "stj_left": [
+        {},                      # grace 10: 0 and 1 wait (stream time 8)
+        {0: "p3", 1: "q0"},      # 2 advances stream time to 20: 0 and 1 released; 0 sees p3 (arrived before its release)
+        {3: "p3"},               # 3 is late (4 < 20 - 10): joined at once as of 4; 4 dropped
+        {2: "p12"},              # 5 (31) releases 2 (20); 5, 6, 7 wait
+        {7: "q0", 5: None, 6: None},  # 8 (50) releases 7 (29: before the tombstone), 5 (no r), 6 (q deleted)
+        {8: None, 9: None, 11: "u50"},  # horizon 100: 8 and 9 are older and p's latest (150) is newer -> null; 11 late, u's latest (50) <= 70
+    ],
+    "stj_inner": [{}, {0: "p3", 1: "q0"}, {3: "p3"}, {2: "p12"}, {7: "q0"}, {11: "u50"}],
+    "stj_grace0": [
+        {0: "p0", 1: "q0"},      # joined as they arrive: p3 has not arrived yet
+        {2: "p12"},
+        {3: "p3"},
+        {5: None, 6: None, 7: "q0"},
+        {8: "p12"},
+        {9: None, 10: "s200", 11: "u50"},
+    ],
+    "stj_unversioned": [
+        {0: "p0", 1: "q0"},
+        {2: "p3"},               # the latest arrived row, whatever its time
+        {3: "p3"},
+        {5: None, 6: None, 7: None},
+        {8: "p3"},
+        {9: "p150", 10: "s200", 11: "u50"},   # no retention: q@90 is applied
+    ],
+}
+
+
+def reference_for(join_type: str, retention, grace) -> reference.StreamTableJoin:
+    return reference.StreamTableJoin(join_type, retention, grace)
+
+
+def test_worked_example(scratch_project, spark):
+    """SPEC §4 by hand: grace 0 and 10, a record released only by a later one, a late record, a
+    version arriving out of order before release, tombstones, a missing key, inner vs left, the
+    retention horizon (old lookups, an ignored old change), the unversioned table — then a hard
+    delete (a tombstone at its commit time)."""
+    refs = {"stj_left": reference_for("left", 100, 10), "stj_inner": reference_for("inner", 100, 10),
+            "stj_grace0": reference_for("left", 100, 0),
+            "stj_unversioned": reference_for("left", None, None)}
+    j = Join(scratch_project, spark, EXAMPLE_MODELS, refs)
+    emitted = {name: {} for name in EXAMPLE_MODELS}
+    for i, (commits, records) in enumerate(EXAMPLE_RUNS):
+        for commit in commits:
+            j.table(*commit)
+        j.stream(*records)
+        j.run()
+        for name in EXAMPLE_MODELS:
+            emitted[name].update(EXAMPLE_EXPECTED[name][i])
+            assert j.output(name) == emitted[name], f"{name} after run {i + 1}"
+            assert j.expected(name) == emitted[name], f"reference {name} after run {i + 1}"
+
+    # What is waiting is visible: stj_left's buffer holds record 10; its clock shows stream time
+    # 210, table time 200 and the horizon 100.
+    assert [r.kafka_offset for r in j.state("stj_left", "buffer")] == [10]
+    clock = j.state("stj_left", "clock")[0]
+    assert [int(clock[c].timestamp()) for c in ("stream_time", "table_time", "horizon")] == [210, 200, 100]
+    # Purged: p's versions 0 and 3 ended at or before the horizon; q's 0 too; q@90 was ignored.
+    history = {(r["product"], int(r["__ij_ts"].timestamp())) for r in j.state("stj_left", "history")}
+    assert history == {("p", 12), ("p", 150), ("q", 30), ("s", 200), ("u", 50)}
+    ignored = spark.sql(f"select ignored_records from {j.schema}.incremental_joins_run_log where model = 'stj_left' order by finished_at").collect()
+    assert [r[0] for r in ignored] == [0, 0, 1, 0, 0, 1]   # run 3: the null-value record; run 6: q@90
+
+    # A hard delete of p: a tombstone at its commit time (between the table's times and 2100).
+    spark.sql(f"delete from {j.schema}.prices where product = 'p'")
+    j.stream(("p", T2100 - 100, "1"), ("s", T2100, "1"))   # 12, 13
     j.run()
-    print(j.output("stj"), j.expected("stj"))
-    j.table(("a", 10, "a10"))
-    j.stream(("a", 15, "2"), ("a", 40, "1"))
+    for name, new in {"stj_left": {10: "s200", 12: None}, "stj_inner": {10: "s200"},
+                      "stj_grace0": {12: None, 13: "s200"}, "stj_unversioned": {12: None, 13: "s200"}}.items():
+        emitted[name].update(new)
+        assert j.output(name) == emitted[name], f"{name} after the hard delete"
+
+
+RANDOM_MODELS = {
+    "rnd_inner": (model("inner", "60 seconds", "15 seconds"), ("inner", 60, 15)),
+    "rnd_nograce": (model("left", "60 seconds", None), ("left", 60, None)),
+    "rnd_unversioned": (model("left", None, None), ("left", None, None)),
+}
+
+
+def random_history(rng: random.Random, runs: int) -> list:
+    """Runs of (table commits, stream commits) with time moving forward: table changes up to 80 s
+    old (some beyond the horizon) and tombstones; records up to 40 s old (some late), null keys,
+    null values."""
+    now, out = 100, []
+    for _ in range(runs):
+        table_commits, stream_commits = [], []
+        for _ in range(rng.randint(0, 2)):
+            now += rng.randint(0, 15)
+            keys = rng.sample(["a", "b", "c"], rng.randint(1, 3))
+            table_commits.append([(k, now + rng.randint(-80, 10), None if rng.random() < 0.15 else f"{k}{rng.randint(0, 99)}") for k in keys])
+        for _ in range(rng.randint(1, 2)):
+            now += rng.randint(0, 15)
+            stream_commits.append([(rng.choice(["a", "b", "c", "d", None]), now + rng.randint(-40, 10), None if rng.random() < 0.1 else "1")
+                                   for _ in range(rng.randint(1, 4))])
+        out.append((table_commits, stream_commits))
+    return out
+
+
+@pytest.mark.parametrize("seed", [11])
+def test_randomized_against_reference(scratch_project, spark, seed):
+    """Random interleavings over random run boundaries equal the record-at-a-time reference
+    after every run (table changes of a run first); then a full refresh replays the same runs."""
+    rng = random.Random(seed)
+    refs = {name: reference.StreamTableJoin(*args) for name, (_, args) in RANDOM_MODELS.items()}
+    j = Join(scratch_project, spark, {name: body for name, (body, _) in RANDOM_MODELS.items()}, refs)
+    for i, (table_commits, stream_commits) in enumerate(random_history(rng, 6)):
+        for commit in table_commits:
+            j.table(*commit)
+        for commit in stream_commits:
+            j.stream(*commit)
+        j.run()
+        for name in RANDOM_MODELS:
+            assert j.output(name) == j.expected(name), f"seed {seed}, {name}, run {i + 1}"
+    assert any(r.ignored_changes for r in refs.values()), "the history never exercised the horizon"
+    j.run("--full-refresh")
+    for name in RANDOM_MODELS:
+        assert j.output(name) == j.expected(name), f"seed {seed}, {name}, full refresh"
+
+
+def test_crash_and_rerun(scratch_project, spark):
+    """A run stopped at each step (after the output append; after the buffer and history were
+    written; before the highwater advanced) and run again emits every record exactly once and
+    leaves the buffer as one clean run does; a full refresh afterwards gives the same output."""
+    ref = reference.StreamTableJoin("left", 100, 10)
+    j = Join(scratch_project, spark, {"stj": model("left", "100 seconds", "10 seconds")}, {"stj": ref})
+    j.table(("p", 0, "p0"))
+    j.stream(("p", 5, "1"), ("p", 8, "1"))
     j.run()
-    print(j.output("stj"), j.expected("stj"))
+    steps = {
+        # step: (table commit, stream commit, output after the re-run, buffered offsets)
+        "after_output_merge": ([("p", 6, "p6")], [("p", 30, "1"), ("q", 2, "1"), ("p", 25, "1")], {0: "p0", 1: "p6", 3: None}, [2, 4]),
+        "after_index_merge": ([("q", 20, "q20")], [("q", 50, "1")], {0: "p0", 1: "p6", 3: None, 2: "p6", 4: "p6"}, [5]),
+        "before_highwater": ([], [("q", 70, "1"), ("q", 45, "1")], {0: "p0", 1: "p6", 3: None, 2: "p6", 4: "p6", 5: "q20", 7: "q20"}, [6]),
+    }
+    for step, (table, records, expected, buffered) in steps.items():
+        if table:
+            j.table(*table)
+        j.stream(*records)
+        failed = j.run(vars={"incremental_joins_fail_at": step}, check=False)
+        assert not failed.success and "injected failure at " + step in error_of(failed)
+        j.run()
+        assert j.output("stj") == j.expected("stj") == expected, step
+        assert sorted(r.kafka_offset for r in j.state("stj", "buffer")) == buffered, step
+    j.run("--full-refresh")
     assert j.output("stj") == j.expected("stj")
+
+
+def test_errors(scratch_project, spark):
+    """Configuration errors at compile time naming the key, the value and the fix; bad data
+    fails before anything is written."""
+    bad = {
+        "no_retention": (model("left", None, "10 seconds"), "config 'grace_period' (10 seconds) needs a versioned table: config history_retention is not set"),
+        "grace_too_long": (model("left", "1 minute", "61 seconds"), "config 'grace_period' (61 seconds) is longer than config history_retention (1 minute)"),
+        "no_table_time": (model("left", "1 minute", None).replace("table_time='valid_from', ", ""), "config 'table_time' (not set) is required with history_retention"),
+        "unknown_key": (model().replace("key='product'", "key='sku', table_key='product'"), "config 'key' (sku) is not a column of the stream input"),
+        "bad_duration": (model("left", "a week", None), "config 'history_retention' (a week) is not a duration"),
+    }
+    models = {name: body for name, (body, _) in bad.items()}
+    models["grace_equal"] = model("left", "60 seconds", "1 minute")
+    j = Join(scratch_project, spark, models)
+    j.table(("p", 0, "p0"))
+    j.stream(("p", 5, "1"))
+    for name, (_, message) in bad.items():
+        result = j.run("--select", name, check=False)
+        assert not result.success and f"{name}: {message}" in error_of(result), error_of(result)
+        assert not spark.catalog.tableExists(f"{j.schema}.{name}"), f"{name} was written"
+    j.run("--select", "grace_equal")   # a grace period equal to the retention is allowed
+    assert j.output("grace_equal") == {}
+    version = spark.sql(f"describe history {j.schema}.grace_equal limit 1").collect()[0].version
+    spark.sql(f"insert into {j.schema}.orders values ('p', null, '1', 99)")
+    result = j.run("--select", "grace_equal", check=False)
+    assert not result.success and "1 records with a null event time ('ts')" in error_of(result) and "Nothing was written" in error_of(result)
+    assert spark.sql(f"describe history {j.schema}.grace_equal limit 1").collect()[0].version == version

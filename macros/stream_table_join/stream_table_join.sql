@@ -76,7 +76,7 @@
   {%- set rows = [] -%}
   {%- set note = none -%}
   {%- if full and adapter.get_relation(database=none, schema=cuts_relation.schema, identifier=cuts_relation.identifier) -%}
-    {%- set stored = run_query('select stream_version, table_version from ' ~ cuts_relation ~ " where stream = '" ~ inputs.stream ~ "' and input_table = '" ~ inputs.table ~ "' order by stream_version, table_version").rows -%}
+    {%- set stored = run_query('select distinct stream_version, table_version from ' ~ cuts_relation ~ " where stream = '" ~ inputs.stream ~ "' and input_table = '" ~ inputs.table ~ "' order by stream_version, table_version").rows -%}
     {%- set recreated = stored | selectattr(0, 'gt', sv) | list + stored | selectattr(1, 'gt', tv) | list -%}
     {%- if recreated -%}
       {%- set note = 'an input was re-created since the recorded runs; treated as one run' -%}
@@ -273,7 +273,8 @@
   {%- set rows = 'select ' ~ incremental_joins.column_list(output_columns) ~ ' from (' ~ body ~ ') as b' -%}
   {%- set c = run_query('select (select count(*) from ' ~ flow.candidates ~ ' where __ij_run > 0), (select count(*) from ' ~ flow.emitted ~ '),'
         ~ ' (select count_if(__ij_late) from ' ~ flow.candidates ~ '), (select count_if(__ij_drop) from ' ~ flow.records ~ '),'
-        ~ ' (select count(*) from ' ~ flow.changes ~ '), (select count_if(not __ij_accepted) from ' ~ flow.changes ~ ')').rows[0] -%}
+        ~ ' (select count(*) from ' ~ flow.changes ~ '), (select count_if(not __ij_accepted) from ' ~ flow.changes ~ '),'
+        ~ ' (select count_if(__ij_run = 0 and __ij_emit_run is not null or __ij_run > 0 and __ij_emit_run is null) from ' ~ flow.candidates ~ ')').rows[0] -%}
   {%- set waiting = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_emit_run is null' -%}
   {%- set clock_row = 'select st as stream_time, tst as table_time, ' ~ ('tst - ' ~ cfg.retention.sql if cfg.retention else 'cast(null as timestamp)') ~ ' as horizon from ' ~ flow.rt ~ ' where run = (select max(run) from ' ~ flow.rt ~ ')' -%}
   {%- set history_rows = 'select * except (__ij_run) from ' ~ flow.history -%}
@@ -296,8 +297,11 @@
     {%- set history_key = cfg.table_key + ['__ij_ts'] -%}
     {%- set history_columns = adapter.get_columns_in_relation(st.history) | map(attribute='name') | list -%}
     {%- set stale = 'select h.* from ' ~ st.history ~ ' as h left anti join ' ~ flow.history ~ ' as k on ' ~ incremental_joins.keys_match(history_key, 'h', 'k') -%}
-    {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, history_columns) -%}
-    {%- if cfg.grace -%}
+    {#- The horizon moves only with accepted table changes: without any, the history stays. -#}
+    {%- if c[4] > c[5] -%}
+      {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, history_columns) -%}
+    {%- endif -%}
+    {%- if cfg.grace and c[6] > 0 -%}
       {%- set released = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_run = 0 and __ij_emit_run is not null' -%}
       {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], adapter.get_columns_in_relation(st.buffer) | map(attribute='name') | list) -%}
     {%- endif -%}
@@ -315,6 +319,7 @@
   {%- if full or not adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
     {%- do incremental_joins.create_state_table(relation, rows) -%}
   {%- else -%}
-    {%- do incremental_joins.merge_changes(relation, rows, 'select * from ' ~ relation ~ ' where false', ['stream', 'input_table', 'stream_version', 'table_version'], ['stream', 'input_table', 'stream_version', 'table_version']) -%}
+    {#- Appended (a retried run appends its cut again; cuts are read back distinct). -#}
+    {%- call statement('record_cut') -%}insert into {{ relation }} {{ rows }}{%- endcall -%}
   {%- endif -%}
 {% endmacro %}
