@@ -63,10 +63,7 @@
     {% if clock_sql %}left join ({{ clock_sql }}) as c on c.part <=> r.__ij_part{% endif %}
   {%- endset -%}
   {%- set staged = incremental_joins.stage('records', with_time) -%}
-  {%- set bad = run_query('select count(*), to_json(first(struct(*))) from ' ~ staged ~ ' where __ij_ts is null').rows[0] -%}
-  {%- if bad[0] > 0 -%}
-    {{ exceptions.raise_compiler_error(model.name ~ ": the input has " ~ bad[0] ~ " records with a null event time ('" ~ cfg.event_time ~ "'), e.g. " ~ bad[1] ~ ". Every record needs an event time: fill it upstream or filter such records out in the model body. Nothing was written.") }}
-  {%- endif -%}
+  {%- do incremental_joins.fail_on_rows(staged, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream or filter such records out in the model body.') -%}
   {{ return(staged) }}
 {% endmacro %}
 

@@ -116,3 +116,12 @@
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
 {% endmacro %}
+
+{#- Fails, before anything is written, when `relation` has rows matching `where`: "<model>: <what,
+    with {n} the count>, e.g. <a sample row>. <fix> Nothing was written." -#}
+{% macro fail_on_rows(relation, where, what, fix) %}
+  {%- set bad = run_query('select count(*), to_json(first(struct(*))) from ' ~ relation ~ ' where ' ~ where).rows[0] -%}
+  {%- if bad[0] > 0 -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ': ' ~ what | replace('{n}', bad[0] | string) ~ ', e.g. ' ~ bad[1] ~ '. ' ~ fix ~ ' Nothing was written.') }}
+  {%- endif -%}
+{% endmacro %}

@@ -142,10 +142,7 @@
     from ({{ raw }}) as c
   {%- endset -%}
   {%- set staged = incremental_joins.stage('changes', changes) -%}
-  {%- set bad = run_query('select count(*), to_json(first(struct(*))) from ' ~ staged ~ ' where __ij_ts is null').rows[0] -%}
-  {%- if bad[0] > 0 -%}
-    {{ exceptions.raise_compiler_error(model.name ~ ": input " ~ name ~ " has " ~ bad[0] ~ " changed rows with a null table_time ('" ~ cfg.table_time ~ "'), e.g. " ~ bad[1] ~ ". Each table change needs its timestamp: fill it upstream. Nothing was written.") }}
-  {%- endif -%}
+  {%- do incremental_joins.fail_on_rows(staged, '__ij_ts is null', 'input ' ~ name ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.') -%}
   {{ return(staged) }}
 {% endmacro %}
 
@@ -176,10 +173,7 @@
   {%- endset -%}
   {%- set late = ('coalesce(__ij_ts < greatest(' ~ st0 ~ ', max(case when not __ij_drop then __ij_ts end) over (order by __ij_rid rows between unbounded preceding and 1 preceding)) - ' ~ cfg.grace.sql ~ ', false)') if cfg.grace else 'false' -%}
   {%- set staged = incremental_joins.stage('records', 'select n.*, not __ij_drop and ' ~ late ~ ' as __ij_late from (' ~ numbered ~ ') as n') -%}
-  {%- set bad = run_query('select count(*), to_json(first(struct(*))) from ' ~ staged ~ ' where __ij_ts is null and not __ij_drop').rows[0] -%}
-  {%- if bad[0] > 0 -%}
-    {{ exceptions.raise_compiler_error(model.name ~ ": the stream input " ~ name ~ " has " ~ bad[0] ~ " records with a null event time ('" ~ cfg.event_time ~ "'), e.g. " ~ bad[1] ~ ". Every record needs an event time: fill it upstream. Nothing was written.") }}
-  {%- endif -%}
+  {%- do incremental_joins.fail_on_rows(staged, '__ij_ts is null and not __ij_drop', 'the stream input ' ~ name ~ " has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream.') -%}
   {{ return(staged) }}
 {% endmacro %}
 
@@ -225,7 +219,7 @@
   {#- Table versions: the stored history (cut 0) and this run's accepted changes. -#}
   {%- set versions = 'select * except (__ij_accepted) from ' ~ changes ~ ' where __ij_accepted' -%}
   {%- if pinned.history -%}{%- set versions = 'select *, 0 as __ij_run from (' ~ pinned.history ~ ') as h union all ' ~ versions -%}{%- endif -%}
-  {%- set versions = incremental_joins.stage('versions', versions) -%}
+  {%- set versions = '(' ~ versions ~ ')' -%}
   {#- As-of lookup (SPEC §4): the latest version at or before the record's time among those
       applied by its cut; before the horizon, the key's latest version if it is not newer. -#}
   {%- set on = [] -%}
@@ -258,7 +252,7 @@
     {%- set history = 'select * from ' ~ versions ~ ' qualify row_number() over (partition by ' ~ tk ~ ' order by __ij_run desc, __ij_cv desc) = 1 and not __ij_tomb' -%}
   {%- endif -%}
   {{ return({'records': records, 'changes': changes, 'rt': rt, 'candidates': candidates, 'emitted': emitted, 'matched': matched,
-             'history': incremental_joins.stage('history', history)}) }}
+             'history_sql': history}) }}
 {% endmacro %}
 
 {#- The model body over the emitted records and the versions they looked up; the output appended
@@ -277,7 +271,11 @@
         ~ ' (select count_if(__ij_run = 0 and __ij_emit_run is not null or __ij_run > 0 and __ij_emit_run is null) from ' ~ flow.candidates ~ ')').rows[0] -%}
   {%- set waiting = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_emit_run is null' -%}
   {%- set clock_row = 'select st as stream_time, tst as table_time, ' ~ ('tst - ' ~ cfg.retention.sql if cfg.retention else 'cast(null as timestamp)') ~ ' as horizon from ' ~ flow.rt ~ ' where run = (select max(run) from ' ~ flow.rt ~ ')' -%}
-  {%- set history_rows = 'select * except (__ij_run) from ' ~ flow.history -%}
+  {#- The history after the run is computed (a pass over the stored history) only when written:
+      on a full refresh, or when the run accepted table changes (the horizon moves only then). -#}
+  {%- set history_changes = full or c[4] > c[5] -%}
+  {%- set history = incremental_joins.stage('history', flow.history_sql) if history_changes else none -%}
+  {%- set history_rows = 'select * except (__ij_run) from ' ~ history -%}
   {%- if full -%}
     {%- do incremental_joins.create_output(rows, [], none) -%}
     {%- set written, mode = incremental_joins.last_write_metrics(this, -1), 'full_refresh' -%}
@@ -296,9 +294,8 @@
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {%- set history_key = cfg.table_key + ['__ij_ts'] -%}
     {%- set history_columns = adapter.get_columns_in_relation(st.history) | map(attribute='name') | list -%}
-    {%- set stale = 'select h.* from ' ~ st.history ~ ' as h left anti join ' ~ flow.history ~ ' as k on ' ~ incremental_joins.keys_match(history_key, 'h', 'k') -%}
-    {#- The horizon moves only with accepted table changes: without any, the history stays. -#}
-    {%- if c[4] > c[5] -%}
+    {%- if history_changes -%}
+      {%- set stale = 'select h.* from ' ~ st.history ~ ' as h left anti join ' ~ history ~ ' as k on ' ~ incremental_joins.keys_match(history_key, 'h', 'k') -%}
       {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, history_columns) -%}
     {%- endif -%}
     {%- if cfg.grace and c[6] > 0 -%}
