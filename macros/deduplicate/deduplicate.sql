@@ -154,7 +154,15 @@
       {%- set written = incremental_joins.last_write_metrics(this, version_before) -%}
     {%- endif -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
-    {%- do incremental_joins.merge_changes(clock, clock_rows, 'select * from ' ~ clock ~ ' where false', ['part'], ['part', 'stream_time']) -%}
+  {%- endif -%}
+  {#- Stream time and store change only when records arrived. -#}
+  {%- if not full and counts[0] > 0 -%}
+    {#- A few rows: overwritten whole (cheaper than a MERGE), partitions without records kept. -#}
+    {%- call statement('stream_time') -%}
+      insert overwrite {{ clock }}
+      select o.part, o.stream_time from {{ clock }} as o left anti join ({{ clock_rows }}) as n on o.part <=> n.part
+      union all {{ clock_rows }}
+    {%- endcall -%}
     {#- Stale store entries: those of keys whose new state is not live, and those that expired. -#}
     {%- set stale = 'select x.* from ' ~ store ~ ' as x left semi join (' ~ state_rows ~ ') as n on ' ~ incremental_joins.keys_match(key, 'x', 'n')
           ~ ' union select x.* from ' ~ store ~ ' as x join (' ~ clock_rows ~ ') as c on c.part = x.__ij_part where ' ~ expired -%}

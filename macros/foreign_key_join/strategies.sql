@@ -94,7 +94,8 @@
                'fallback_reason': counts[0] ~ ' of ' ~ left_rows ~ ' left rows affected, above full_recompute_above=' ~ cfg.full_recompute_above}) }}
   {%- endif -%}
 
-  {%- set left_rows_now = 'select __x.* from (' ~ left_now ~ ') as __x left semi join ' ~ affected ~ ' as __k on ' ~ incremental_joins.keys_match(lk, '__x', '__k') -%}
+  {#- Staged: the body, the unique-key check and the index update all read these rows. -#}
+  {%- set left_rows_now = 'select * from ' ~ incremental_joins.stage('left_rows', 'select __x.* from (' ~ left_now ~ ') as __x left semi join ' ~ affected ~ ' as __k on ' ~ incremental_joins.keys_match(lk, '__x', '__k')) -%}
   {%- do incremental_joins.assert_unique_keys(L, lk, left_rows_now, 'left_key') -%}
   {%- set right_keys = ['select ' ~ incremental_joins.fk_columns(cfg) | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, left_rows_now) ~ ') as f'] -%}
   {%- set affected_right = none -%}
@@ -106,7 +107,7 @@
   {%- if right_changed -%}
     {%- do incremental_joins.assert_unique_keys(R, cfg.right_key, 'select __y.* from (' ~ right_now ~ ') as __y left semi join ' ~ changed_right ~ ' as __c on ' ~ incremental_joins.keys_match(cfg.right_key, '__y', '__c'), 'right_key') -%}
   {%- endif -%}
-  {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now, 'left_now': left_now,
+  {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now,
              'affected': affected, 'affected_right': affected_right, 'changed_left': changed_left,
              'rows_read': counts[1] + right_rows_read, 'affected_keys': counts[0], 'fan_out': counts[2]}) }}
 {% endmacro %}
@@ -138,16 +139,23 @@
       {%- for c in cfg.left_key -%}{%- do no_left.append('t.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
       {%- set region = region ~ ' union all select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected_right ~ ' as r on ' ~ incremental_joins.keys_match(cfg.right_key, 't', 'r') ~ ' where ' ~ no_left | join(' and ') -%}
     {%- endif -%}
-    {%- set stale = 'select g.* from (' ~ region ~ ') as g left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(cfg.key_columns, 'g', 'n') -%}
-    {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, adapter.get_columns_in_relation(this) | map(attribute='name') | list, 'main') -%}
+    {%- set columns = adapter.get_columns_in_relation(this) | map(attribute='name') | list -%}
+    {%- if cfg.output_key == 'left' -%}
+      {%- set stale = incremental_joins.stale_keys('select ' ~ incremental_joins.column_list(cfg.left_key) ~ ' from ' ~ plan.affected, 'select * from ' ~ staged, cfg.key_columns, columns) -%}
+    {%- else -%}
+      {#- Combined key: an affected left key's old output row has an old foreign key, found in the output. -#}
+      {%- set stale = 'select g.* from (' ~ region ~ ') as g left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(cfg.key_columns, 'g', 'n') -%}
+    {%- endif -%}
+    {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, columns, 'main') -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
-    {#- The CombinedKey index follows the changed left rows. -#}
+    {#- The CombinedKey index follows the changed left rows (a subset of the affected ones). -#}
     {%- if plan.changed_left is not none -%}
       {%- set lk = cfg.left_key -%}
-      {%- set changed_now = 'select __x.* from (' ~ plan.left_now ~ ') as __x left semi join ' ~ plan.changed_left ~ ' as __c on ' ~ incremental_joins.keys_match(lk, '__x', '__c') -%}
+      {%- set changed_now = 'select __x.* from (' ~ plan.left_sql ~ ') as __x left semi join ' ~ plan.changed_left ~ ' as __c on ' ~ incremental_joins.keys_match(lk, '__x', '__c') -%}
       {%- set new_index = incremental_joins.fk_index_rows(cfg, changed_now) -%}
-      {%- set stale_index = 'select i.* from ' ~ index ~ ' as i left semi join ' ~ plan.changed_left ~ ' as c on ' ~ incremental_joins.keys_match(lk, 'i', 'c') ~ ' left anti join (' ~ new_index ~ ') as n on ' ~ incremental_joins.keys_match(lk, 'i', 'n') -%}
-      {%- do incremental_joins.merge_changes(index, new_index, stale_index, lk, lk + incremental_joins.fk_columns(cfg)) -%}
+      {%- set index_columns = lk + incremental_joins.fk_columns(cfg) -%}
+      {%- set stale_index = incremental_joins.stale_keys('select ' ~ incremental_joins.column_list(lk) ~ ' from ' ~ plan.changed_left, new_index, lk, index_columns) -%}
+      {%- do incremental_joins.merge_changes(index, new_index, stale_index, lk, index_columns) -%}
     {%- endif -%}
     {%- set stats = {'mode': 'incremental', 'rows_read': plan.rows_read, 'affected_keys': plan.affected_keys, 'fan_out': plan.fan_out} -%}
   {%- endif -%}

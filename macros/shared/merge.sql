@@ -10,10 +10,10 @@
   {%- for c in columns if c not in keys -%}{%- do values.append(c) -%}{%- endfor -%}
   {%- set unchanged = [] -%}
   {%- for c in values -%}{%- do unchanged.append('t.' ~ adapter.quote(c) ~ ' <=> s.' ~ adapter.quote(c)) -%}{%- endfor -%}
-  {%- set version_before = incremental_joins.latest_version(target | string) -%}
   {%- set assignments = [] -%}
   {%- for c in values -%}{%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}{%- endfor -%}
-  {%- call statement(statement_name or 'merge_' ~ target.identifier) -%}
+  {%- set name = statement_name or 'merge_' ~ target.identifier -%}
+  {%- call statement(name, fetch_result=true) -%}
     merge into {{ target }} as t
     using (
       select {{ incremental_joins.column_list(columns) }}, false as __ij_delete from ({{ new_rows_sql }}) as n
@@ -26,7 +26,20 @@
     when not matched and not s.__ij_delete then insert ({{ incremental_joins.column_list(columns) }})
       values ({{ incremental_joins.column_list(columns, 's') }})
   {%- endcall -%}
-  {{ return(incremental_joins.last_write_metrics(target, version_before)) }}
+  {#- Delta's MERGE returns its counts as its result (no commit at all when it changes nothing). -#}
+  {%- set counts = load_result(name).table -%}
+  {%- set row = counts.rows[0] if counts is not none and counts.rows | length > 0 else {} -%}
+  {{ return({'inserted': (row.get('num_inserted_rows') or 0) | int, 'updated': (row.get('num_updated_rows') or 0) | int,
+             'deleted': (row.get('num_deleted_rows') or 0) | int}) }}
+{% endmacro %}
+
+{#- The stale rows of a region given by its keys (`region_keys_sql`: key columns only), for
+    merge_changes: every region key without a new row, its value columns null. A MERGE fed this
+    needs no scan of the target to find what must go: the MERGE's own join does that. -#}
+{% macro stale_keys(region_keys_sql, new_rows_sql, keys, columns) %}
+  {%- set select = [] -%}
+  {%- for c in columns -%}{%- do select.append(('k.' ~ adapter.quote(c)) if c in keys else ('null as ' ~ adapter.quote(c))) -%}{%- endfor -%}
+  {{ return('select ' ~ select | join(', ') ~ ' from (' ~ region_keys_sql ~ ') as k left anti join (' ~ new_rows_sql ~ ') as n on ' ~ incremental_joins.keys_match(keys, 'k', 'n')) }}
 {% endmacro %}
 
 {#- Rows inserted/updated/deleted by the table's latest commit, from Delta's operation metrics;

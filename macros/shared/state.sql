@@ -60,11 +60,11 @@
   {% call statement('stage_' ~ name) -%} create or replace temporary view {{ name }} as {{ sql }} {%- endcall %}
 {% endmacro %}
 
-{#- Uncache every staged view first, then drop them: uncaching a view re-reads its definition,
-    which fails once a view it selects from is gone. -#}
+{#- Drop every staged view: dropping a cached temporary view also drops its cache entry, by name
+    and in any order (UNCACHE TABLE would re-analyse each view's definition first: a time-travel
+    snapshot load per view, seconds on large inputs). -#}
 {% macro release_staged() %}
   {%- set names = run_query("show views like '" ~ incremental_joins.staged_prefix() ~ "*'").columns['viewName'].values() -%}
-  {% for name in names %}{% do run_query('uncache table if exists ' ~ name) %}{% endfor %}
   {% for name in names %}{% do run_query('drop view if exists ' ~ name) %}{% endfor %}
 {% endmacro %}
 

@@ -1,0 +1,96 @@
+"""The benchmark's own machinery (benchmark/): the data is reproducible from the seed, a wrong
+result stops the benchmark, and the report's ratios and fallback crossover are computed as
+written out by hand here. Timings are never asserted: the figures below are made up."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmark"))
+
+import benchmark  # noqa: E402
+import report  # noqa: E402
+
+TABLES = ["orders", "customers", "events", "purchases", "prices", "price_versions"]
+
+
+def fingerprint(spark, schema: str) -> dict:
+    return {t: tuple(spark.sql(f"select count(*), sum(xxhash64(*)) from {schema}.{t}").first()) for t in TABLES}
+
+
+def generate(spark, schema: str, seed: int) -> dict:
+    spark.sql(f"create schema if not exists {schema}")
+    b = benchmark.Bench(spark, schema, seed, memory=None)
+    benchmark.create_inputs(b, 2000)
+    offsets = {"orders": 2000, "customers": 200, "stream": 2000}
+    changes = benchmark.change_round(b, 1, 0.05, 2000, offsets)
+    return {"tables": fingerprint(spark, schema), "changes": changes, "offsets": offsets}
+
+
+def test_data_is_reproducible_from_the_seed(spark):
+    first = generate(spark, "bench_seed_a", 7)
+    assert first == generate(spark, "bench_seed_b", 7)
+    other = generate(spark, "bench_seed_c", 8)
+    assert all(other["tables"][t] != first["tables"][t] for t in TABLES)
+    # The round changed what it says: 5% of 2000 orders and 200 customers (with inserts), 100 new
+    # stream records, one commit per input.
+    assert first["offsets"] == {"orders": 2010, "customers": 201, "stream": 2100}
+    assert first["changes"]["new_records"] == 100
+    assert 60 <= first["changes"]["left_changes"] <= 160, first["changes"]
+    counts = dict(spark.sql("select 'events', count(*) from bench_seed_a.events union all "
+                            "select 'purchases', count(*) from bench_seed_a.purchases").collect())
+    assert counts == {"events": 2100, "purchases": 2100}
+    # One in ten events redelivers an earlier message; the price table has one row per product.
+    dups = spark.sql("select count(*) - count(distinct msg_id) from bench_seed_a.events").first()[0]
+    assert 100 <= dups <= 320
+    assert spark.sql("select count(*), count(distinct product_id) from bench_seed_a.prices").first() == (200, 200)
+
+
+def test_a_wrong_result_stops_the_benchmark():
+    b = benchmark.Bench(spark=None, schema="s", seed=1, memory=None)
+    where = {"operator": "foreign_key_join", "size": 10, "fraction": 0.1}
+    b.rows.append({**where, "method": "incremental", "wrong_rows": 0})
+    benchmark.check(b, where, ["incremental"])
+    b.rows.append({**where, "method": "MERGE floor", "wrong_rows": 3})
+    with pytest.raises(SystemExit, match="MERGE floor .* 3 rows differ"):
+        benchmark.check(b, where, ["incremental", "MERGE floor"])
+
+
+def fk(size, fraction, method, seconds, **extra):
+    return {"operator": "foreign_key_join", "size": size, "fraction": fraction, "method": method,
+            "seconds": seconds, "peak_mb": 100, "rows_changed": 100, "rows_written": 90,
+            "state_rows_written": 30, "affected_keys": int(size * fraction * 2), "wrong_rows": 0, **extra}
+
+
+def test_report_ratios_targets_and_crossover(tmp_path):
+    rows = [
+        fk(1000, 0.01, "full rebuild", 30.0), fk(1000, 0.01, "incremental", 3.0),
+        fk(1000, 0.01, "full-recompute path", 40.0), fk(1000, 0.01, "MERGE floor", 2.0),
+        fk(1000, 0.01, "naive dbt incremental", 5.0, wrong_rows=17),
+        fk(1000, 0.1, "full rebuild", 30.0), fk(1000, 0.1, "incremental", 20.0),
+        fk(1000, 0.1, "full-recompute path", 40.0), fk(1000, 0.1, "MERGE floor", 4.0),
+        fk(1000, 0.5, "full rebuild", 30.0), fk(1000, 0.5, "incremental", 60.0),
+        fk(1000, 0.5, "full-recompute path", 40.0), fk(1000, 0.5, "MERGE floor", 9.0),
+    ]
+    results = {"started": "2026-11-22T05:00:00+00:00", "minutes": 1, "machine": "test machine", "seed": 1,
+               "sizes": [1000], "fractions": [0.01, 0.1, 0.5], "spark": "4.2.0", "driver_memory": "1g",
+               "commit": "abc", "rows": rows}
+    report.write_report(results, tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    # full rebuild / incremental at 1%: 30 / 3 = 10x, below the 15x goal.
+    assert "| FK join 1k, 1% change: full rebuild / incremental | >= 15x | 10.0x | **missed** |" in text
+    # Worst incremental / floor at <= 10% change: max(3/2, 20/4) = 5x.
+    assert "| FK incremental / MERGE floor (worst, change <= 10%) | <= 2x | 5.00x | **missed** |" in text
+    # Rows written / changed: (90 + 30) / 100.
+    assert "| FK rows written (output + index) / output rows changed (worst, change <= 10%) | <= 2x | 1.20x | met |" in text
+    assert "| 1k | 1% | 100 | 20 | 30.0 | 3.0 | 10.0x | 40.0 | 5.0 | 17 | 2.0 | 1.50x |" in text
+    # Affected fractions 2%, 20%, 100%: incremental cheaper at 20% (20 < 40), dearer at 100%
+    # (60 > 40): the crossover lies 20/(20+20) of the way from 20% to 100%, at 60%.
+    value, _ = report.threshold(rows, 1000, [0.01, 0.1, 0.5])
+    assert value == pytest.approx(0.6)
+    assert "above about 60% affected left rows" in text
+    assert (tmp_path / "time_vs_fraction.png").stat().st_size > 10_000
+    assert (tmp_path / "time_vs_size.png").stat().st_size > 10_000
