@@ -389,7 +389,7 @@ def stj_round(b: Bench, project, size: int, fraction: float, changes: dict) -> N
     check(b, common, ["incremental"])
 
 
-def run_size(b: Bench, project, size: int, fractions: list[float], operators: list[str], home: Path) -> None:
+def run_size(b: Bench, project, size: int, fractions: list[float], operators: list[str], home: Path, save) -> None:
     print(f"size {label(size)}: generating inputs", flush=True)
     start = time.perf_counter()
     create_inputs(b, size)
@@ -418,6 +418,7 @@ def run_size(b: Bench, project, size: int, fractions: list[float], operators: li
             dedup_round(b, project, size, fraction, changes, checkpoint)
         if "stj" in operators:
             stj_round(b, project, size, fraction, changes)
+        save()  # a report after every round: an interrupted run still leaves its figures
 
 
 def machine() -> str:
@@ -458,24 +459,27 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     fractions = [float(f) for f in args.fractions.split(",")]
     operators = args.operators.split(",")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
+
+    def save() -> None:
+        results = {
+            "started": started.isoformat(timespec="seconds"),
+            "minutes": round((datetime.now(timezone.utc) - started).total_seconds() / 60, 1),
+            "machine": machine(), "seed": args.seed, "sizes": sizes, "fractions": fractions,
+            "spark": spark.version, "driver_memory": os.environ["INCREMENTAL_JOINS_DRIVER_MEMORY"],
+            "commit": commit, "rows": rows,
+        }
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+        write_report(results, out)
+
     for size in sizes:
         schema = f"bench_{label(size).lower()}"
         os.environ["IJ_BENCH_SCHEMA"] = schema
         spark.sql(f"drop schema if exists {schema} cascade")
         spark.sql(f"create schema {schema}")
         bench = Bench(spark, schema, args.seed, PeakMemory(pid), rows)
-        run_size(bench, project, size, fractions, operators, home)
-    results = {
-        "started": started.isoformat(timespec="seconds"),
-        "minutes": round((datetime.now(timezone.utc) - started).total_seconds() / 60, 1),
-        "machine": machine(), "seed": args.seed, "sizes": sizes, "fractions": fractions,
-        "spark": spark.version, "driver_memory": os.environ["INCREMENTAL_JOINS_DRIVER_MEMORY"],
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip(),
-        "rows": rows,
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    write_report(results, out)
+        run_size(bench, project, size, fractions, operators, home, save)
     print(f"benchmark: report in {out}/report.md", flush=True)
     return 0
 

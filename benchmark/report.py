@@ -165,7 +165,8 @@ def plots(rows: list, sizes: list, fractions: list, out: Path) -> list[str]:
         ax.set_ylabel("seconds per run")
         ax.set_title(op)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "time_vs_fraction.png", dpi=90)
     plt.close(fig)
@@ -184,7 +185,8 @@ def plots(rows: list, sizes: list, fractions: list, out: Path) -> list[str]:
         ax.set_ylabel("seconds per run")
         ax.set_title(op)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "time_vs_size.png", dpi=90)
     plt.close(fig)
