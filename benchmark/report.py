@@ -151,45 +151,35 @@ def plots(rows: list, sizes: list, fractions: list, out: Path) -> list[str]:
     panels = [("foreign_key_join", ["incremental", "full rebuild", "full-recompute path", "naive dbt incremental", "MERGE floor"]),
               ("deduplicate", ["incremental", "full rebuild", "Structured Streaming"]),
               ("stream_table_join", ["incremental", "full as-of recompute"])]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
-    for ax, (op, methods) in zip(axes, panels):
-        for method in methods:
-            for size, style in zip(sorted(sizes, reverse=True), ["-", "--", ":"]):
-                pts = [(f, find(rows, operator=op, size=size, fraction=f, method=method)) for f in fractions]
-                pts = [(f * 100, r["seconds"]) for f, r in pts if r]
-                if pts:
-                    ax.plot(*zip(*pts), style, marker="o", label=f"{method} ({label(size)})")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("changed / new data, % of rows")
-        ax.set_ylabel("seconds per run")
-        ax.set_title(op)
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "time_vs_fraction.png", dpi=90)
-    plt.close(fig)
+    def figure(name: str, xlabel: str, series) -> None:
+        """One panel per operator; `series(op, method)` yields (label, style, [(x, seconds)])."""
+        fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+        for ax, (op, methods) in zip(axes, panels):
+            for method in methods:
+                for name_, style, pts in series(op, method):
+                    if pts:
+                        ax.plot(*zip(*pts), style, marker="o", label=name_)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("seconds per run")
+            ax.set_title(op)
+            ax.grid(True, which="both", alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=90)
+        plt.close(fig)
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
-    for ax, (op, methods) in zip(axes, panels):
-        for method in methods:
-            for f, style in zip([0.01, 0.001], ["-", "--"]):
-                pts = [(s, find(rows, operator=op, size=s, fraction=f, method=method)) for s in sorted(sizes)]
-                pts = [(s, r["seconds"]) for s, r in pts if r]
-                if pts:
-                    ax.plot(*zip(*pts), style, marker="o", label=f"{method} ({pct(f)})")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("rows (left / stream)")
-        ax.set_ylabel("seconds per run")
-        ax.set_title(op)
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "time_vs_size.png", dpi=90)
-    plt.close(fig)
+    def seconds(op, method, points):
+        return [(x, r["seconds"]) for x, r in ((x, find(rows, operator=op, method=method, **w)) for x, w in points) if r]
+
+    figure("time_vs_fraction.png", "changed / new data, % of rows", lambda op, method: [
+        (f"{method} ({label(size)})", style, seconds(op, method, [(f * 100, dict(size=size, fraction=f)) for f in fractions]))
+        for size, style in zip(sorted(sizes, reverse=True), ["-", "--", ":"])])
+    figure("time_vs_size.png", "rows (left / stream)", lambda op, method: [
+        (f"{method} ({pct(f)})", style, seconds(op, method, [(s, dict(size=s, fraction=f)) for s in sorted(sizes)]))
+        for f, style in zip([0.01, 0.001], ["-", "--"])])
     return ["time_vs_fraction.png", "time_vs_size.png"]
 
 
