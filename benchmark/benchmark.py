@@ -421,6 +421,30 @@ def run_size(b: Bench, project, size: int, fractions: list[float], operators: li
         save()  # a report after every round: an interrupted run still leaves its figures
 
 
+OPERATORS = {"fk": "foreign_key_join", "dedup": "deduplicate", "stj": "stream_table_join"}
+
+
+def runs_of(results: dict) -> list[dict]:
+    """The runs a results.json was made from (one, before runs were recorded)."""
+    if results.get("runs"):
+        return results["runs"]
+    measured = sorted({r["operator"] for r in results["rows"] if r["fraction"] > 0})
+    return [{**{k: v for k, v in results.items() if k not in ("rows", "runs")}, "operators": measured}]
+
+
+def merge(previous: dict | None, current: dict) -> dict:
+    """The current run's sizes replace the same sizes of the previous results; other sizes stay,
+    with the run that measured them (a 10M run need not repeat the 1M one)."""
+    if not previous:
+        return current
+    sizes = set(current["sizes"])
+    kept = [r for r in runs_of(previous) if not set(r["sizes"]) <= sizes]
+    runs = [{**r, "sizes": [s for s in r["sizes"] if s not in sizes]} for r in kept] + runs_of(current)
+    rows = [r for r in previous["rows"] if r["size"] not in sizes] + current["rows"]
+    return {**current, "sizes": sorted({s for r in runs for s in r["sizes"]}),
+            "fractions": sorted({f for r in runs for f in r["fractions"]}), "runs": runs, "rows": rows}
+
+
 def machine() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
@@ -437,12 +461,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--out", default=str(HERE / "report"), help="where the report goes")
     parser.add_argument("--report-only", action="store_true", help="re-render the report from OUT/results.json")
+    parser.add_argument("--merge", metavar="RESULTS_JSON", help="with --report-only: take this run's sizes from another results.json")
     args = parser.parse_args(argv)
     out = Path(args.out)
     from report import write_report  # beside this file
 
+    previous = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else None
     if args.report_only:
-        write_report(json.loads((out / "results.json").read_text()), out)
+        results = merge(previous, json.loads(Path(args.merge).read_text())) if args.merge else previous
+        (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+        write_report(results, out)
         return 0
 
     home = Path(os.environ.setdefault("INCREMENTAL_JOINS_HOME", str(HERE.parent / ".spark" / "benchmark")))
@@ -462,13 +490,14 @@ def main(argv: list[str] | None = None) -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
 
     def save() -> None:
-        results = {
+        run = {
             "started": started.isoformat(timespec="seconds"),
             "minutes": round((datetime.now(timezone.utc) - started).total_seconds() / 60, 1),
             "machine": machine(), "seed": args.seed, "sizes": sizes, "fractions": fractions,
-            "spark": spark.version, "driver_memory": os.environ["INCREMENTAL_JOINS_DRIVER_MEMORY"],
-            "commit": commit, "rows": rows,
+            "operators": [OPERATORS[o] for o in operators], "spark": spark.version,
+            "driver_memory": os.environ["INCREMENTAL_JOINS_DRIVER_MEMORY"], "commit": commit,
         }
+        results = merge(previous, {**run, "runs": [run], "rows": rows})
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
         write_report(results, out)

@@ -20,3 +20,5 @@ fi
 export PATH="$IJ_ROOT/.venv/bin:$PATH"
 # Checks Java and fetches the Delta jars once, with a clear message when either is missing.
 python -m incremental_joins.runtime
+# No usage tracking from our own scripts (dbt posts an event per invocation otherwise).
+export DBT_SEND_ANONYMOUS_USAGE_STATS="${DBT_SEND_ANONYMOUS_USAGE_STATS:-false}"

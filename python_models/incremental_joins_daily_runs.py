@@ -1,7 +1,7 @@
 """Runs per model and day, from the run log: how much each incremental_joins model read and wrote.
 
 Opt in with `vars: {incremental_joins_python_models: true}` on an adapter that runs Python models
-(`spark_embedded` in dbt Core, or `databricks`).
+(`spark_embedded` in dbt Core, or `databricks`); needs dbt >= 1.10 (`dbt.config.meta_get`).
 """
 
 from pyspark.sql import functions as F
@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 def model(dbt, spark):
     dbt.config(materialized="table")
     runs = dbt.ref("incremental_joins_model_status")  # latest run per model, for dependency order
-    log = spark.table(f"{dbt.config.get('run_log_schema')}.incremental_joins_run_log")
+    log = spark.table(f"{dbt.config.meta_get('run_log_schema')}.incremental_joins_run_log")
     daily = (
         log.groupBy("relation", F.to_date("finished_at").alias("run_date"))
         .agg(

@@ -1,9 +1,13 @@
-"""One embedded Spark + Delta session for the whole test run, created before any dbt call.
+"""The Spark the whole test run works against, in one of two modes (`INCREMENTAL_JOINS_TEST_MODE`):
 
-Spark keeps the first session's static settings, so the session is made here with the warehouse
-and metastore pinned to absolute paths under pytest's base temp directory: whatever directory a
-test or dbt changes into, every dbt invocation in this process reuses this session and its Derby
-metastore (only one JVM ever touches it).
+- `session` (default): one embedded Spark + Delta session, created before any dbt call, and the
+  `spark_embedded` adapter. Spark keeps the first session's static settings, so the session is
+  made here with the warehouse and metastore pinned to absolute paths under pytest's base temp
+  directory: every dbt invocation in this process reuses this session and its Derby metastore.
+- `thrift`: a local standalone cluster (master, worker, Thrift server with Delta; see
+  `incremental_joins.cluster`) started for the run and stopped after it, also when tests fail;
+  dbt reaches it with the stock `spark` adapter, `method: thrift`, and the tests read tables
+  through the same server. Tests marked `session_only` need the in-process session and are skipped.
 """
 
 from __future__ import annotations
@@ -11,43 +15,92 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import signal
 import textwrap
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
+from incremental_joins.cluster import Cluster, free_port
 from incremental_joins.project import DbtProject
 from incremental_joins.runtime import RuntimePaths, delta_session
 
 ROOT = Path(__file__).resolve().parents[1]
+MODE = os.environ.get("INCREMENTAL_JOINS_TEST_MODE", "session")
+if MODE not in ("session", "thrift"):
+    raise pytest.UsageError(f"INCREMENTAL_JOINS_TEST_MODE={MODE!r}: use 'session' or 'thrift'")
+THRIFT = MODE == "thrift"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "session_only: needs the in-process Spark session (not run in thrift mode)")
+    # A SIGTERM (a CI timeout, `kill`) ends the run like Ctrl-C: fixtures are torn down, so the
+    # cluster of thrift mode is stopped too.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if THRIFT:
+        skip = pytest.mark.skip(reason="needs the in-process Spark session; runs in session mode")
+        for item in items:
+            if "session_only" in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory):
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """The local cluster of thrift mode, stopped when the run ends however it ends."""
+    home = Path(os.environ.get("INCREMENTAL_JOINS_HOME", tmp_path_factory.mktemp("spark_home")))
+    cluster = Cluster(home / "cluster", thrift_port=free_port(), master_port=free_port())
+    os.environ["INCREMENTAL_JOINS_THRIFT_PORT"] = str(cluster.thrift_port)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    if THRIFT:
+        from thrift_session import ThriftSession
+
+        cluster = request.getfixturevalue("cluster")
+        session = ThriftSession("127.0.0.1", cluster.thrift_port)
+        yield session
+        session.close()
+        return
     home = tmp_path_factory.mktemp("spark_home")
     os.environ["INCREMENTAL_JOINS_HOME"] = str(home)
-    return delta_session(RuntimePaths(home))
+    yield delta_session(RuntimePaths(home))
 
 
 @pytest.fixture(scope="session")
 def integration_project(spark) -> DbtProject:
-    project = DbtProject(ROOT / "integration_tests")
+    # Python models need a session that runs them (spark_embedded); thrift mode builds the rest.
+    project = DbtProject(ROOT / "integration_tests", target=MODE if THRIFT else "embedded",
+                         vars={"incremental_joins_python_models": False} if THRIFT else {})
     project.invoke("deps", "--quiet")
     return project
 
 
-PROFILE = """
-scratch:
-  target: embedded
-  outputs:
-    embedded:
+PROFILES = {
+    "session": """
       type: spark_embedded
       method: session
       host: localhost
       schema: {schema}
-      threads: 4
-"""
+      threads: 4""",
+    "thrift": """
+      type: spark
+      method: thrift
+      host: 127.0.0.1
+      port: {port}
+      schema: {schema}
+      threads: 4""",
+}
+PROFILE = "scratch:\n  target: main\n  outputs:\n    main:" + PROFILES[MODE] + "\n"
 
 
 @pytest.fixture
@@ -58,7 +111,7 @@ def scratch_project(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Ca
         # Unique per test (parametrized ones too), so no test sees another's tables.
         name = request.node.name.lower()
         schema = schema or "t_" + re.sub(r"\W", "_", name)[:32] + "_" + hashlib.sha1(name.encode()).hexdigest()[:6]
-        (tmp_path / "profiles.yml").write_text(PROFILE.format(schema=schema))
+        (tmp_path / "profiles.yml").write_text(PROFILE.format(schema=schema, port=os.environ.get("INCREMENTAL_JOINS_THRIFT_PORT")))
         (tmp_path / "dbt_project.yml").write_text(
             "name: scratch\nversion: '1.0'\nconfig-version: 2\nprofile: scratch\n"
             "models:\n  scratch:\n    +file_format: delta\n"
@@ -68,7 +121,7 @@ def scratch_project(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Ca
             path = tmp_path / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(textwrap.dedent(text).lstrip())
-        project = DbtProject(tmp_path)
+        project = DbtProject(tmp_path, target="main")
         project.schema = schema
         project.invoke("deps", "--quiet")
         spark.sql(f"create schema if not exists {schema}")

@@ -14,6 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmark"))
 import benchmark  # noqa: E402
 import report  # noqa: E402
 
+# The benchmark runs on the embedded session (benchmark/run.sh).
+pytestmark = pytest.mark.session_only
+
 TABLES = ["orders", "customers", "events", "purchases", "prices", "price_versions"]
 
 
@@ -94,3 +97,24 @@ def test_report_ratios_targets_and_crossover(tmp_path):
     assert "above about 60% affected left rows" in text
     assert (tmp_path / "time_vs_fraction.png").stat().st_size > 10_000
     assert (tmp_path / "time_vs_size.png").stat().st_size > 10_000
+
+
+def test_a_run_of_one_size_replaces_only_that_size_in_the_results(tmp_path):
+    one = {"started": "2026-11-22T06:00:00+00:00", "minutes": 28, "machine": "m", "seed": 1, "sizes": [1000],
+           "fractions": [0.01, 0.1], "spark": "4.2.0", "driver_memory": "1g", "commit": "aaa",
+           "rows": [fk(1000, 0.01, "incremental", 3.0), fk(1000, 0.1, "incremental", 20.0)]}
+    run = {**one, "started": "2026-11-22T08:00:00+00:00", "sizes": [10000], "fractions": [0.001, 0.01],
+           "operators": ["foreign_key_join"], "commit": "bbb"}
+    ten = {**run, "runs": [run], "rows": [fk(10000, 0.001, "incremental", 9.0)]}
+    merged = benchmark.merge(one, ten)
+    assert merged["sizes"] == [1000, 10000] and merged["fractions"] == [0.001, 0.01, 0.1]
+    assert [(r["size"], r["seconds"]) for r in merged["rows"]] == [(1000, 3.0), (1000, 20.0), (10000, 9.0)]
+    # The 1k figures keep the run that measured them (inferred operators: the results had none).
+    assert [(r["commit"], r["sizes"], r["operators"]) for r in merged["runs"]] == [
+        ("aaa", [1000], ["foreign_key_join"]), ("bbb", [10000], ["foreign_key_join"])]
+    # A second 10k run replaces the first; the 1k rows stay.
+    again = benchmark.merge(merged, {**ten, "rows": [fk(10000, 0.001, "incremental", 8.0)]})
+    assert [(r["size"], r["seconds"]) for r in again["rows"]] == [(1000, 3.0), (1000, 20.0), (10000, 8.0)]
+    assert [r["commit"] for r in again["runs"]] == ["aaa", "bbb"]
+    report.write_report(again, tmp_path)
+    assert "- 10k rows (foreign_key_join): run 2026-11-22 08:00 UTC on m" in (tmp_path / "report.md").read_text()

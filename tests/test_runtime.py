@@ -26,13 +26,14 @@ def built(integration_project, spark):
     return integration_project
 
 
-@pytest.mark.parametrize("model", ["orders_by_country", "customer_order_counts"])
+@pytest.mark.parametrize("model", ["orders_by_country", pytest.param("customer_order_counts", marks=pytest.mark.session_only)])
 def test_sql_and_python_models_build_as_delta_tables_with_change_data_feed(built, spark, model):
     detail = spark.sql(f"describe detail {SCHEMA}.{model}").first()
     assert detail["format"] == "delta"
     assert tblproperties(spark, f"{SCHEMA}.{model}")["delta.enableChangeDataFeed"] == "true"
 
 
+@pytest.mark.session_only
 def test_python_model_computes_in_session(built, spark):
     rows = {r.customer_id: r.orders for r in spark.table(f"{SCHEMA}.customer_order_counts").collect()}
     # seeds/orders.csv: customer 1 has orders 100 and 102, customer 2 has 101, customer 3 none.
@@ -67,6 +68,7 @@ def test_docs_generate_works(built):
     assert "model.incremental_joins_integration_tests.orders_by_country" in result.result.nodes
 
 
+@pytest.mark.session_only
 def test_failing_python_model_shows_its_traceback_with_file_and_line(scratch_project):
     project = scratch_project({
         "models/broken.py": """

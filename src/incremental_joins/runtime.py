@@ -146,7 +146,20 @@ def session_conf(paths: RuntimePaths) -> dict[str, str]:
         # Delta replays its log with 50 tasks by default; a laptop-sized table needs one or two.
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.session.timeZone": "UTC",
+        **extra_conf(),
     }
+
+
+def extra_conf() -> dict[str, str]:
+    """`INCREMENTAL_JOINS_SPARK_CONF`: more settings, `key=value` separated by spaces (the test
+    command turns code generation off with it: on tables of a few rows, compiling each query
+    costs more than running it)."""
+    pairs = os.environ.get("INCREMENTAL_JOINS_SPARK_CONF", "").split()
+    bad = [p for p in pairs if "=" not in p]
+    if bad:
+        raise RuntimeSetupError(f"INCREMENTAL_JOINS_SPARK_CONF: {bad[0]!r} is not key=value; write e.g. "
+                                "'spark.sql.adaptive.enabled=false spark.sql.shuffle.partitions=2'")
+    return dict(p.split("=", 1) for p in pairs)
 
 
 def delta_session(paths: RuntimePaths | None = None):
