@@ -434,14 +434,14 @@ def runs_of(results: dict) -> list[dict]:
 
 def merge(previous: dict | None, current: dict) -> dict:
     """The current run's sizes replace the same sizes of the previous results; other sizes stay,
-    with the run that measured them (a 10M run need not repeat the 1M one)."""
-    if not previous:
-        return current
+    with the run that measured them (a 10M run need not repeat the 1M one). What describes a run
+    (date, commit, machine, ...) lives in `runs` only."""
     sizes = set(current["sizes"])
-    kept = [r for r in runs_of(previous) if not set(r["sizes"]) <= sizes]
-    runs = [{**r, "sizes": [s for s in r["sizes"] if s not in sizes]} for r in kept] + runs_of(current)
-    rows = [r for r in previous["rows"] if r["size"] not in sizes] + current["rows"]
-    return {**current, "sizes": sorted({s for r in runs for s in r["sizes"]}),
+    runs = [{**r, "sizes": rest} for r in runs_of(previous) if (rest := [s for s in r["sizes"] if s not in sizes])] \
+        if previous else []
+    runs += runs_of(current)
+    rows = [r for r in (previous or {}).get("rows", []) if r["size"] not in sizes] + current["rows"]
+    return {"sizes": sorted({s for r in runs for s in r["sizes"]}),
             "fractions": sorted({f for r in runs for f in r["fractions"]}), "runs": runs, "rows": rows}
 
 

@@ -85,22 +85,13 @@ def integration_project(spark) -> DbtProject:
     return project
 
 
-PROFILES = {
-    "session": """
-      type: spark_embedded
-      method: session
-      host: localhost
-      schema: {schema}
-      threads: 4""",
-    "thrift": """
-      type: spark
-      method: thrift
-      host: 127.0.0.1
-      port: {port}
-      schema: {schema}
-      threads: 4""",
-}
-PROFILE = "scratch:\n  target: main\n  outputs:\n    main:" + PROFILES[MODE] + "\n"
+EMBEDDED_PROFILE = "type: spark_embedded\nmethod: session\nhost: localhost\nschema: {schema}\nthreads: 4\n"
+
+
+def scratch_profile(request: pytest.FixtureRequest, schema: str) -> str:
+    """profiles.yml of a scratch project: the embedded session, or the cluster's own profile."""
+    output = request.getfixturevalue("cluster").profile(schema) if THRIFT else EMBEDDED_PROFILE.format(schema=schema)
+    return "scratch:\n  target: main\n  outputs:\n    main:\n" + textwrap.indent(output, " " * 6)
 
 
 @pytest.fixture
@@ -111,7 +102,7 @@ def scratch_project(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Ca
         # Unique per test (parametrized ones too), so no test sees another's tables.
         name = request.node.name.lower()
         schema = schema or "t_" + re.sub(r"\W", "_", name)[:32] + "_" + hashlib.sha1(name.encode()).hexdigest()[:6]
-        (tmp_path / "profiles.yml").write_text(PROFILE.format(schema=schema, port=os.environ.get("INCREMENTAL_JOINS_THRIFT_PORT")))
+        (tmp_path / "profiles.yml").write_text(scratch_profile(request, schema))
         (tmp_path / "dbt_project.yml").write_text(
             "name: scratch\nversion: '1.0'\nconfig-version: 2\nprofile: scratch\n"
             "models:\n  scratch:\n    +file_format: delta\n"

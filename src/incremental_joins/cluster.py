@@ -46,18 +46,19 @@ def _answers(port: int) -> bool:
         return s.connect_ex((LOOPBACK, port)) == 0
 
 
-def _alive(pid: int) -> bool:
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, process group) of a process from /proc, None when it is gone."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A child of ours that exited but was not reaped is a zombie: gone for our purposes.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+        fields = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].split()
     except (OSError, IndexError):
-        return False
+        return None
+    return fields[0], int(fields[2])
+
+
+def _alive(pid: int) -> bool:
+    # A child of ours that exited but was not reaped is a zombie: gone for our purposes.
+    stat = _stat(pid)
+    return stat is not None and stat[0] != "Z"
 
 
 @dataclass
@@ -213,15 +214,9 @@ class Cluster:
 
 
 def _group_pids(pgid: int) -> list[int]:
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().split(") ", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            pids.append(int(stat.parent.name))
-    return pids
+    """The running (not zombie) processes of a process group."""
+    pids = (int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit())
+    return [pid for pid in pids if (stat := _stat(pid)) and stat[0] != "Z" and stat[1] == pgid]
 
 
 def listening(pgids: list[int]) -> set[str]:

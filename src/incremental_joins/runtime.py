@@ -151,9 +151,7 @@ def session_conf(paths: RuntimePaths) -> dict[str, str]:
 
 
 def extra_conf() -> dict[str, str]:
-    """`INCREMENTAL_JOINS_SPARK_CONF`: more settings, `key=value` separated by spaces (the test
-    command turns code generation off with it: on tables of a few rows, compiling each query
-    costs more than running it)."""
+    """`INCREMENTAL_JOINS_SPARK_CONF`: more settings, `key=value` separated by spaces."""
     pairs = os.environ.get("INCREMENTAL_JOINS_SPARK_CONF", "").split()
     bad = [p for p in pairs if "=" not in p]
     if bad:
