@@ -186,6 +186,10 @@ def test_worked_example(scratch_project, spark):
                       "stj_grace0": {12: None, 13: "s200"}, "stj_unversioned": {12: None, 13: "s200"}}.items():
         emitted[name].update(new)
         assert j.output(name) == emitted[name], f"{name} after the hard delete"
+    # The append-only highwater was compacted on the way. A pin and an advance append a row per
+    # input each: 2 inputs on the first run, then also 4 state tables: 4 + 5 * 12 = 64 rows after
+    # 6 runs, so the 7th run kept the newest 6 and appended 12.
+    assert len(j.state("stj_left", "highwater")) == 6 + 12
 
 
 RANDOM_MODELS = {

@@ -15,7 +15,7 @@
   {%- set run = incremental_joins.begin_run([name], 'error', [sequences]) -%}
   {%- set plan = incremental_joins.stream_plan(name, none if run.full_reason else run.consumed[name], run.versions[name]) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
-  {%- do incremental_joins.pin_versions(run.versions) -%}
+  {%- do incremental_joins.pin_versions(run) -%}
   {%- if plan.mode == 'unchanged' -%}
     {%- call statement('main') -%}select 'no new change events' as outcome{%- endcall -%}
     {%- set stats = {'mode': 'incremental'} -%}

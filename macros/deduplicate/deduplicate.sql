@@ -21,7 +21,7 @@
   {%- set plan = incremental_joins.stream_plan(name, none if full else run.consumed[name], run.versions[name]) -%}
   {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, none if full else incremental_joins.pinned(clock, run.versions[clock | string])) -%}
   {%- set folded = incremental_joins.dedup_fold(cfg, records, none if full else incremental_joins.pinned(store, run.versions[store | string])) -%}
-  {%- do incremental_joins.pin_versions(run.versions) -%}
+  {%- do incremental_joins.pin_versions(run) -%}
   {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, store, clock, full, run.retry) -%}
   {%- do stats.update({'fallback_reason': run.full_reason}) -%}
   {%- do incremental_joins.end_run('deduplicate', started_at, stats, run.versions) -%}

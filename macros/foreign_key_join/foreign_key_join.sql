@@ -26,7 +26,7 @@
   {%- else -%}
     {%- set new_rows = incremental_joins.with_inputs(sql, inputs, {'left': plan.left_sql, 'right': plan.right_sql}) -%}
   {%- endif -%}
-  {%- set stats = incremental_joins.fk_join_write(cfg, plan, new_rows, versions) -%}
+  {%- set stats = incremental_joins.fk_join_write(cfg, plan, new_rows, run) -%}
 
   {% do incremental_joins.end_run('foreign_key_join', started_at, stats, versions) %}
   {{ return({'relations': [this]}) }}

@@ -114,9 +114,9 @@
 
 {#- Phase 2 — write: the recomputed rows (`new_rows`, the model body over the plan's inputs) go
     into the output with a change-minimal MERGE, then the CombinedKey index follows. -#}
-{% macro fk_join_write(cfg, plan, new_rows, versions) %}
+{% macro fk_join_write(cfg, plan, new_rows, run) %}
   {%- set index = incremental_joins.state_relation('index') -%}
-  {%- do incremental_joins.pin_versions(versions) -%}
+  {%- do incremental_joins.pin_versions(run) -%}
   {%- if plan.mode == 'unchanged' -%}
     {%- call statement('main') -%}select 'no input changed' as outcome{%- endcall -%}
     {{ return({'mode': 'incremental', 'rows_read': 0, 'affected_keys': 0}) }}

@@ -6,7 +6,8 @@
 {#- Create the highwater table if needed and pin a version per input (the pending version of an
     interrupted run, so a retry reads exactly what it read). Returns {'consumed': {input: version
     or none}, 'versions': {input: version or none (no Delta history)}, 'full_reason': none or why
-    this run recomputes everything, 'retry': whether it repeats an interrupted run}. `state` are the operator's state tables the incremental path
+    this run recomputes everything, 'retry': whether it repeats an interrupted run, 'highwater':
+    what read_highwater read}. `state` are the operator's state tables the incremental path
     needs. -#}
 {% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false) %}
   {{ run_hooks(pre_hooks) }}
@@ -42,15 +43,16 @@
   {%- elif none in consumed.values() or missing_state -%}{%- set full_reason = 'no highwater or state' -%}
   {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
   {%- endif -%}
-  {%- set retry = highwater.values() | map(attribute='pending') | reject('none') | list | length > 0 -%}
-  {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason, 'retry': retry and not should_full_refresh()}) }}
+  {%- set retry = namespace(found=false) -%}
+  {%- for name in versions if highwater.get(name, {}).get('pending') is not none -%}{%- set retry.found = true -%}{%- endfor -%}
+  {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason, 'retry': retry.found and not should_full_refresh(), 'highwater': highwater}) }}
 {% endmacro %}
 
 {#- After the writes: advance the highwater (the last write of a run), release this run's staged
     views, record the run. -#}
 {% macro end_run(operator, started_at, stats, versions) %}
   {% do incremental_joins.inject_failure('before_highwater') %}
-  {% do incremental_joins.advance_highwater() %}
+  {% do incremental_joins.advance_highwater(versions) %}
   {% do incremental_joins.release_staged() %}
   {% do stats.update({'versions_read': versions}) %}
   {% do incremental_joins.log_run(operator, started_at, stats) %}

@@ -46,12 +46,15 @@
   {{ return(name) }}
 {% endmacro %}
 
-{#- Spark: an eagerly cached temporary view (memory, no Delta commit). Not `CACHE TABLE x AS
-    SELECT`: a view made that way loses track of the temporary views it reads, and a later
-    statement that reads it fails with TABLE_OR_VIEW_NOT_FOUND. -#}
+{#- Spark: a cached temporary view (memory, no Delta commit), cached lazily: the first statement
+    that reads it computes it, which saves a statement per stage. Every stage is read before the
+    run writes any table it reads (stages read the inputs and state at pinned versions, or a state
+    table before that table's MERGE), so lazy and eager caching hold the same rows. Not `CACHE
+    TABLE x AS SELECT`: a view made that way loses track of the temporary views it reads, and a
+    later statement that reads it fails with TABLE_OR_VIEW_NOT_FOUND. -#}
 {% macro spark__stage(name, sql) %}
   {% call statement('stage_' ~ name) -%} create or replace temporary view {{ name }} as {{ sql }} {%- endcall %}
-  {% do run_query('cache table ' ~ name) %}
+  {% do run_query('cache lazy table ' ~ name) %}
 {% endmacro %}
 
 {#- Databricks SQL warehouses do not support CACHE TABLE: a temporary view (Delta caching and

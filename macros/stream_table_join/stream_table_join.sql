@@ -40,7 +40,7 @@
   {%- set changes = incremental_joins.stj_table_changes(cfg, inputs.table, plans.table, cuts, clock.tst) -%}
   {%- set records = incremental_joins.stj_stream_records(cfg, inputs.stream, plans.stream, cuts, clock.st) -%}
   {%- set flow = incremental_joins.stj_flow(cfg, cuts, changes, records, pinned, clock) -%}
-  {%- do incremental_joins.pin_versions(run.versions) -%}
+  {%- do incremental_joins.pin_versions(run) -%}
   {%- set stats = incremental_joins.stj_write(cfg, inputs, flow, st, full, run) -%}
   {%- do stats.update({'fallback_reason': run.full_reason ~ (' (' ~ cuts.note ~ ')' if cuts.note else '') if full else none}) -%}
   {%- do incremental_joins.end_run('stream_table_join', started_at, stats, run.versions) -%}
