@@ -9,7 +9,7 @@
     The table is append-only: each pin and each advance appends a row per input, and the newest
     row of an input is its state. A blind append is the cheapest Delta commit (it reads nothing
     and conflicts with nothing); an overwrite of even a two-row table costs several times as
-    much. `begin_run` compacts the table to its newest rows once it holds `compact_above` rows. -#}
+    much. `read_highwater` compacts the table to its newest rows once it holds `compact_above` rows. -#}
 
 {% macro highwater_relation() %}
   {{ return(incremental_joins.state_relation('highwater')) }}
