@@ -142,6 +142,10 @@ class FkJoinProject:
         return max(h.version for h in history if h.timestamp <= when)
 
 
+# The steps a run can be stopped at (var incremental_joins_fail_at), in the order a run reaches them.
+CRASH_STEPS = ["after_output_merge", "after_index_merge", "before_highwater"]
+
+
 def error_of(result) -> str:
     """The error messages of a failed dbt invocation."""
     assert not result.success

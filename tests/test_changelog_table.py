@@ -10,7 +10,7 @@ import pytest
 
 import reference
 from changelog_harness import MODELS, ChangelogProject
-from fk_join_harness import error_of
+from fk_join_harness import CRASH_STEPS, error_of
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     log = Changelog(random.Random(5))
     cl.append(*log.batch())
     cl.run()
-    for step in ["after_output_merge", "after_index_merge", "before_highwater"]:
+    for step in CRASH_STEPS:
         cl.append(*log.batch())
         cl.append(*log.batch())
         failed = cl.run(vars={"incremental_joins_fail_at": step}, check=False)

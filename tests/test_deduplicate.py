@@ -9,7 +9,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import error_of, sources_yml, sql_literal
+from fk_join_harness import CRASH_STEPS, error_of, sources_yml, sql_literal
 
 BODY = "select * from {{ incremental_joins.stream(source('t', 'events')) }}"
 COMMON = "event_time='ts', arrival_order='kafka_offset', partition_by='part'"
@@ -162,7 +162,7 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     records = random_records(random.Random(9), 40)
     stream.append(*records[:10])
     stream.run()
-    for i, step in enumerate(["after_output_merge", "after_index_merge", "before_highwater"]):
+    for i, step in enumerate(CRASH_STEPS):
         stream.append(*records[10 + 8 * i:18 + 8 * i])
         failed = stream.run(vars={"incremental_joins_fail_at": step}, check=False)
         assert "injected failure at " + step in error_of(failed), step

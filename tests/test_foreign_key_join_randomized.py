@@ -10,7 +10,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import MODELS, FkJoinProject, error_of
+from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of
 
 LEFT_KEYS = [f"k{i}" for i in range(8)]
 RIGHT_KEYS = [f"r{i}" for i in range(5)]
@@ -73,9 +73,6 @@ def test_random_changes_over_random_runs_match_the_reference(scratch_project, sp
         assert fk.output(model) == world.expected(model), f"full refresh, {model}"
 
 
-STEPS = ["after_output_merge", "after_index_merge", "before_highwater"]
-
-
 def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_project, spark):
     """One history: after a first run, a run interrupted at each step in turn (each after new
     changes, and each following a repaired run), re-run, equals the reference; the run after the
@@ -86,7 +83,7 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     for _ in range(4):
         world.random_change()
     fk.run()
-    for step in STEPS:
+    for step in CRASH_STEPS:
         for _ in range(4):
             world.random_change()
         failed = fk.run(vars={"incremental_joins_fail_at": step}, check=False)
