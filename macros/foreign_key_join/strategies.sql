@@ -84,11 +84,13 @@
     {%- do parts.append('select ' ~ incremental_joins.column_list(lk, 'i') ~ ', false as left_change, true as fan_out from ' ~ index ~ ' as i left semi join ' ~ changed_right ~ ' as c on ' ~ incremental_joins.fk_matches(cfg, 'i', 'c')) -%}
   {%- endif -%}
   {%- set affected = incremental_joins.stage('affected_left', 'select ' ~ incremental_joins.column_list(lk) ~ ', max(left_change) as left_change, max(fan_out) as fan_out from (' ~ parts | join(' union all ') ~ ') as a group by all') -%}
-  {%- set counts = run_query('select count(*), coalesce(sum(cast(left_change as int)), 0), coalesce(sum(cast(fan_out and not left_change as int)), 0) from ' ~ affected).rows[0] -%}
-  {%- set right_rows_read = incremental_joins.scalar('select count(*) from ' ~ changed_right) if right_changed else 0 -%}
+  {#- One statement: affected keys, of them changed left rows and fan-out only; changed right
+      rows; left rows now. -#}
+  {%- set counts = run_query('select count(*), coalesce(sum(cast(left_change as int)), 0), coalesce(sum(cast(fan_out and not left_change as int)), 0), '
+        ~ ('(select count(*) from ' ~ changed_right ~ ')' if right_changed else '0') ~ ', (select count(*) from (' ~ left_now ~ ') as l) from ' ~ affected).rows[0] -%}
+  {%- set right_rows_read, left_rows = counts[3], counts[4] -%}
 
   {#- Too large a change: recompute everything (still change-minimal), and say why. -#}
-  {%- set left_rows = incremental_joins.scalar('select count(*) from (' ~ left_now ~ ') as l') -%}
   {%- if counts[0] > cfg.full_recompute_above * left_rows and counts[0] > 0 -%}
     {{ return({'mode': 'fallback', 'left_rows': left_rows,
                'fallback_reason': counts[0] ~ ' of ' ~ left_rows ~ ' left rows affected, above full_recompute_above=' ~ cfg.full_recompute_above}) }}

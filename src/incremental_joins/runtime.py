@@ -124,6 +124,8 @@ def session_conf(paths: RuntimePaths) -> dict[str, str]:
     """Static settings of the embedded session; they only take effect on the first session."""
     jars = ",".join(str(p) for p in delta_jars(paths.jars))
     java_opts = f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG} -Dderby.system.home={paths.home}"
+    # More JVM options for the driver (and a local cluster's executors), e.g. JIT settings.
+    java_opts = " ".join([java_opts, os.environ.get("INCREMENTAL_JOINS_JAVA_OPTS", "")]).strip()
     return {
         "spark.master": os.environ.get("INCREMENTAL_JOINS_MASTER", "local[2]"),
         "spark.app.name": "incremental_joins",
