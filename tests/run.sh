@@ -5,7 +5,7 @@
 #            src/incremental_joins/cluster.py) with the stock dbt-spark adapter, `method: thrift`:
 #            the integration project (every operator, then `dbt test`) and every operator's
 #            hand-written worked examples (THRIFT_WORKED below), which fit CI's time;
-#            INCREMENTAL_JOINS_THRIFT_TESTS=tests runs every suite this way (~1.2x session time).
+#            INCREMENTAL_JOINS_THRIFT_TESTS=tests runs every suite this way (1.2–1.45x session time per test).
 # INCREMENTAL_JOINS_TEST_MODE=session (or thrift) runs one mode; arguments go to pytest.
 # CI stops at 90 minutes (INCREMENTAL_JOINS_CI_MINUTES): after session mode, thrift mode runs what
 # can still finish inside that (the worked examples need ~THRIFT_WORKED_MINUTES more than the
