@@ -95,7 +95,7 @@ class Cluster:
 
     def profile(self, schema: str = "analytics") -> str:
         return (f"type: spark\nmethod: thrift\nhost: {LOOPBACK}\nport: {self.thrift_port}\n"
-                f"schema: {schema}\nthreads: 4\n")
+                f"schema: {schema}\nthreads: 4\npoll_interval: 1\n")
 
     # --- start -----------------------------------------------------------------------------------
     def start(self, timeout: float = 300) -> None:
