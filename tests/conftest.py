@@ -50,7 +50,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
-    """The local cluster of thrift mode, stopped when the run ends however it ends."""
+    """The local cluster of thrift mode, stopped when the run ends however it ends; or, when
+    `INCREMENTAL_JOINS_TEST_CLUSTER=shared`, the running cluster of `INCREMENTAL_JOINS_HOME` that
+    tests/run.sh started for several pytest workers (-n 2) and stops itself."""
+    if os.environ.get("INCREMENTAL_JOINS_TEST_CLUSTER") == "shared":
+        shared = Cluster.from_env()
+        if set(shared.processes()) != {"master", "worker", "thriftserver"}:
+            raise pytest.UsageError(f"INCREMENTAL_JOINS_TEST_CLUSTER=shared, but no cluster runs under {shared.home}: "
+                                    "start it first (python -m incremental_joins.cluster start), as tests/run.sh does")
+        yield shared
+        return
     home = Path(os.environ.get("INCREMENTAL_JOINS_HOME", tmp_path_factory.mktemp("spark_home")))
     cluster = Cluster(home / "cluster", thrift_port=free_port(), master_port=free_port())
     os.environ["INCREMENTAL_JOINS_THRIFT_PORT"] = str(cluster.thrift_port)

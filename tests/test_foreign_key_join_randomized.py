@@ -10,10 +10,13 @@ import random
 import pytest
 
 import reference
+from conftest import THRIFT
 from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of
 
 LEFT_KEYS = [f"k{i}" for i in range(8)]
 RIGHT_KEYS = [f"r{i}" for i in range(5)]
+# The Python body needs an adapter that runs Python models: spark_embedded (session mode).
+RANDOM_MODELS = tuple(m for m in MODELS if not (THRIFT and m.endswith("_py")))
 
 
 class World:
@@ -53,14 +56,14 @@ class World:
 @pytest.mark.parametrize("seed", [7])
 def test_random_changes_over_random_runs_match_the_reference(scratch_project, spark, seed):
     rng = random.Random(seed)
-    fk = FkJoinProject.create(scratch_project, spark, models=tuple(MODELS))
+    fk = FkJoinProject.create(scratch_project, spark, models=RANDOM_MODELS)
     world = World(fk, rng)
-    before = {m: {} for m in MODELS}
+    before = {m: {} for m in RANDOM_MODELS}
     for run in range(6):
         for _ in range(rng.randint(1, 4)):   # several input commits between two runs
             world.random_change()
         fk.run()
-        for model in MODELS:
+        for model in RANDOM_MODELS:
             expected = world.expected(model)
             assert fk.output(model) == expected, f"seed {seed}, run {run}, {model}"
             assert fk.output_changes(model) == reference.changed_keys(before[model], expected), (
@@ -69,7 +72,7 @@ def test_random_changes_over_random_runs_match_the_reference(scratch_project, sp
 
     # --full-refresh rebuilds the same content.
     fk.run("--full-refresh")
-    for model in MODELS:
+    for model in RANDOM_MODELS:
         assert fk.output(model) == world.expected(model), f"full refresh, {model}"
 
 
