@@ -55,7 +55,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     tests/run.sh started for several pytest workers (-n 2) and stops itself."""
     if os.environ.get("INCREMENTAL_JOINS_TEST_CLUSTER") == "shared":
         shared = Cluster.from_env()
-        if set(shared.processes()) != {"master", "worker", "thriftserver"}:
+        if not shared.running():
             raise pytest.UsageError(f"INCREMENTAL_JOINS_TEST_CLUSTER=shared, but no cluster runs under {shared.home}: "
                                     "start it first (python -m incremental_joins.cluster start), as tests/run.sh does")
         yield shared

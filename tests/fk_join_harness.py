@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from conftest import THRIFT
+
 def sources_yml(*tables: str) -> str:
     """dbt sources: the given tables of source 't', in the target schema."""
     return ("version: 2\nsources:\n  - name: t\n    schema: \"{{ target.schema }}\"\n"
@@ -47,6 +49,12 @@ MODELS = {
     "fk_left_fallback": ("left", "left", 0),
     "fk_outer_py": ("outer", "combined", 10),
 }
+
+
+def runnable_models(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The models the test mode can run: a Python body needs an adapter that runs Python models
+    (spark_embedded, session mode); dbt-spark's thrift method runs none."""
+    return tuple(n for n in names if not (THRIFT and n.endswith("_py")))
 
 
 def sql_literal(value: Any) -> str:

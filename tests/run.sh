@@ -57,10 +57,8 @@ for mode in ${INCREMENTAL_JOINS_TEST_MODE:-session thrift}; do
       echo "tests: thrift mode runs the integration project only: session mode ended after $((SECONDS / 60)) min, too late for the operators' worked examples (~$THRIFT_WORKED_MINUTES min more) within ${INCREMENTAL_JOINS_CI_MINUTES:-90} min" >&2
     fi
     # One cluster for all pytest workers: thrift mode keeps only ~1.3 of the 2 cores busy with one.
-    read -r INCREMENTAL_JOINS_THRIFT_PORT INCREMENTAL_JOINS_MASTER_PORT < <(python -c 'import socket
-held = [socket.socket() for _ in range(2)]
-for s in held: s.bind(("127.0.0.1", 0))
-print(*(s.getsockname()[1] for s in held))')
+    read -r INCREMENTAL_JOINS_THRIFT_PORT INCREMENTAL_JOINS_MASTER_PORT < <(python -c \
+      'from incremental_joins.cluster import free_port; print(free_port(), free_port())')
     export INCREMENTAL_JOINS_THRIFT_PORT INCREMENTAL_JOINS_MASTER_PORT
     if python -m incremental_joins.cluster start >&2; then
       INCREMENTAL_JOINS_TEST_CLUSTER=shared INCREMENTAL_JOINS_TEST_MODE=thrift python -m pytest \
@@ -69,6 +67,7 @@ print(*(s.getsockname()[1] for s in held))')
       status=1
     fi
     python -m incremental_joins.cluster stop >&2 || status=1
+    trap - EXIT
   else
     INCREMENTAL_JOINS_TEST_MODE=$mode python -m pytest "$@" || status=$?
   fi

@@ -9,10 +9,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import THRIFT
-from fk_join_harness import FkJoinProject
+from fk_join_harness import FkJoinProject, runnable_models
 
-# The Python body needs an adapter that runs Python models: spark_embedded (session mode).
-OUTER_BODIES = ("fk_outer",) if THRIFT else ("fk_outer", "fk_outer_py")
+OUTER_BODIES = runnable_models(("fk_outer", "fk_outer_py"))
 
 
 @pytest.fixture

@@ -10,13 +10,11 @@ import random
 import pytest
 
 import reference
-from conftest import THRIFT
-from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of
+from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of, runnable_models
 
 LEFT_KEYS = [f"k{i}" for i in range(8)]
 RIGHT_KEYS = [f"r{i}" for i in range(5)]
-# The Python body needs an adapter that runs Python models: spark_embedded (session mode).
-RANDOM_MODELS = tuple(m for m in MODELS if not (THRIFT and m.endswith("_py")))
+RANDOM_MODELS = runnable_models(tuple(MODELS))
 
 
 class World:

@@ -93,16 +93,19 @@ class Cluster:
             return {}
         return {name: pid for name, pid in json.loads(self.state_file.read_text()).items() if _alive(pid)}
 
+    def running(self) -> bool:
+        """All three processes of this cluster are alive and the Thrift server answers."""
+        return set(self.processes()) == {"master", "worker", "thriftserver"} and _answers(self.thrift_port)
+
     def profile(self, schema: str = "analytics") -> str:
         return (f"type: spark\nmethod: thrift\nhost: {LOOPBACK}\nport: {self.thrift_port}\n"
                 f"schema: {schema}\nthreads: 4\npoll_interval: 1\n")
 
     # --- start -----------------------------------------------------------------------------------
     def start(self, timeout: float = 300) -> None:
-        running = self.processes()
-        if running:
-            if set(running) == {"master", "worker", "thriftserver"} and _answers(self.thrift_port):
-                return
+        if self.running():
+            return
+        if self.processes():
             self.stop()
         check_java()
         for port, what in ((self.master_port, "master"), (self.thrift_port, "Thrift server")):
