@@ -3,16 +3,12 @@
 #   session  every test: pytest drives dbt in-process on one embedded Spark + Delta session;
 #   thrift   through a local standalone cluster (master, worker, Thrift server with Delta; see
 #            src/incremental_joins/cluster.py) with the stock dbt-spark adapter, `method: thrift`:
-#            the integration project (every operator, then `dbt test`) and every operator's
-#            hand-written worked examples (THRIFT_WORKED below), which fit CI's time, in two pytest
-#            workers against one cluster (one worker kept ~1.3 of the 2 cores busy);
-#            INCREMENTAL_JOINS_THRIFT_TESTS=tests runs every suite this way: 49.5 min with two
-#            workers (2026-11-23), as long as session mode, so not both inside CI's 90 minutes.
-# INCREMENTAL_JOINS_TEST_MODE=session (or thrift) runs one mode; arguments go to pytest.
-# CI stops at 90 minutes (INCREMENTAL_JOINS_CI_MINUTES): after session mode, thrift mode runs what
-# can still finish inside that (the worked examples with the integration project need
-# ~THRIFT_WORKED_MINUTES, the integration project alone ~5), and says what it left out, so a slow
-# machine is not a red build.
+#            every thrift-capable test, in two pytest workers against one cluster (one worker
+#            kept ~1.3 of the 2 cores busy): 49.5 min (2026-11-23), as long as session mode.
+# INCREMENTAL_JOINS_TEST_MODE=session (or thrift) runs one mode, all of it; arguments go to pytest.
+# CI stops at 90 minutes (INCREMENTAL_JOINS_CI_MINUTES), which both modes whole do not fit: after
+# session mode, thrift mode runs the largest of THRIFT_TIERS below that can still finish inside
+# that, and says what it left out, so a slow machine is not a red build.
 # The tests' tables hold tens of rows, where generating and compiling code costs more CPU than it
 # saves: whole-stage codegen off and expressions interpreted (Spark's NO_CODEGEN factory mode)
 # together take the FK worked example from 407 CPU-s (Spark's defaults) to 301, measured. The
@@ -28,13 +24,29 @@ source "$(dirname "${BASH_SOURCE[0]}")/../integration_tests/bootstrap.sh"
 cd "$IJ_ROOT"
 status=0
 budget=$(( ${INCREMENTAL_JOINS_CI_MINUTES:-90} * 60 - 10 * 60 ))
-# Thrift mode's worked examples, longest first: its pytest workers take tests in this order (after
-# the integration project's module, which pytest-xdist hands out first as its largest group), and
-# a long test taken last would run on alone.
-THRIFT_WORKED="tests/test_stream_table_join.py::test_worked_example
-  tests/test_deduplicate.py::test_seed_examples_in_one_run_and_record_by_record
-  tests/test_changelog_table.py::test_worked_examples tests/test_runtime.py tests/test_foreign_key_join.py"
-THRIFT_WORKED_MINUTES=24
+# Thrift mode's tiers: the largest that still ends inside CI's time runs (a mode chosen by hand
+# runs the first; the last always runs once thrift mode runs at all). Minutes measured with two workers on 2026-11-23 (every suite: 49.5 min). Tests
+# are listed longest first: the pytest workers take them in this order (after the integration
+# project's module, which pytest-xdist hands out first as its largest group), and a long test
+# taken last would run on alone.
+STJ=tests/test_stream_table_join.py DEDUP=tests/test_deduplicate.py CL=tests/test_changelog_table.py
+FKR=tests/test_foreign_key_join_randomized.py
+WORKED_LONG="$STJ::test_worked_example $DEDUP::test_seed_examples_in_one_run_and_record_by_record"
+WORKED_REST="$CL::test_worked_examples tests/test_runtime.py tests/test_foreign_key_join.py"
+RANDOM_AND_CRASH="$STJ::test_randomized_against_reference $FKR::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run
+  $DEDUP::test_random_streams_match_the_reference_whatever_the_run_split $FKR::test_random_changes_over_random_runs_match_the_reference
+  $STJ::test_crash_and_rerun $DEDUP::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run
+  $CL::test_random_changelogs_over_random_runs_match_the_reference $CL::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run"
+ERRORS="tests/test_foreign_key_join_windowed.py tests/test_foreign_key_join_errors.py $STJ::test_errors
+  $DEDUP::test_errors_name_the_model_the_value_and_the_fix $CL::test_expired_tombstones_are_purged_and_stop_blocking_older_events
+  $CL::test_errors_name_the_model_the_value_and_the_fix"
+THRIFT_TIERS=(
+  "50|every suite|$(echo $WORKED_LONG $RANDOM_AND_CRASH $WORKED_REST $ERRORS)"
+  "30|the integration project, the operators' worked examples and error suites|$(echo $WORKED_LONG $WORKED_REST $ERRORS)"
+  "24|the integration project and the operators' worked examples|$(echo $WORKED_LONG $WORKED_REST)"
+  "0|the integration project (~5 min)|tests/test_runtime.py"
+)
+# Each mode lists its 25 longest tests (--durations), the figures THRIFT_TIERS are set from.
 # fits N: a mode chosen by hand always runs; in the whole run, N more minutes must end in budget.
 fits() { [ -n "${INCREMENTAL_JOINS_TEST_MODE:-}" ] || [ "$SECONDS" -le $(( budget - $1 * 60 )) ]; }
 for mode in ${INCREMENTAL_JOINS_TEST_MODE:-session thrift}; do
@@ -49,28 +61,31 @@ for mode in ${INCREMENTAL_JOINS_TEST_MODE:-session thrift}; do
     export INCREMENTAL_JOINS_HOME="$IJ_ROOT/.spark/tests-thrift"
     rm -rf "$INCREMENTAL_JOINS_HOME"
     trap 'python -m incremental_joins.cluster stop >&2' EXIT
-    if [ -n "${INCREMENTAL_JOINS_THRIFT_TESTS:-}" ]; then
-      thrift_tests="$INCREMENTAL_JOINS_THRIFT_TESTS"
-    elif fits "$THRIFT_WORKED_MINUTES"; then
-      thrift_tests="$THRIFT_WORKED"
-    else
-      thrift_tests="tests/test_runtime.py"
-      echo "tests: thrift mode runs the integration project only: session mode ended after $((SECONDS / 60)) min, too late for the operators' worked examples (~$THRIFT_WORKED_MINUTES min more) within ${INCREMENTAL_JOINS_CI_MINUTES:-90} min" >&2
-    fi
+    thrift_tests="${INCREMENTAL_JOINS_THRIFT_TESTS:-}"
+    for tier in "${THRIFT_TIERS[@]}"; do
+      IFS='|' read -r minutes what tests <<< "$tier"
+      if [ -n "$thrift_tests" ]; then break; fi
+      if fits "$minutes"; then
+        thrift_tests="$tests"
+        echo "tests: thrift mode runs $what$([ "$minutes" = 0 ] || echo " (~$minutes min)")" >&2
+      else
+        echo "tests: thrift mode: too late for $what (~$minutes min): session mode ended after $((SECONDS / 60)) min, CI stops at ${INCREMENTAL_JOINS_CI_MINUTES:-90}" >&2
+      fi
+    done
     # One cluster for all pytest workers: thrift mode keeps only ~1.3 of the 2 cores busy with one.
     read -r INCREMENTAL_JOINS_THRIFT_PORT INCREMENTAL_JOINS_MASTER_PORT < <(python -c \
       'from incremental_joins.cluster import free_port; print(free_port(), free_port())')
     export INCREMENTAL_JOINS_THRIFT_PORT INCREMENTAL_JOINS_MASTER_PORT
     if python -m incremental_joins.cluster start >&2; then
       INCREMENTAL_JOINS_TEST_CLUSTER=shared INCREMENTAL_JOINS_TEST_MODE=thrift python -m pytest \
-        -n "${INCREMENTAL_JOINS_THRIFT_WORKERS:-2}" --dist loadgroup "$@" $thrift_tests || status=$?
+        -n "${INCREMENTAL_JOINS_THRIFT_WORKERS:-2}" --dist loadgroup --durations=25 "$@" $thrift_tests || status=$?
     else
       status=1
     fi
     python -m incremental_joins.cluster stop >&2 || status=1
     trap - EXIT
   else
-    INCREMENTAL_JOINS_TEST_MODE=$mode python -m pytest "$@" || status=$?
+    INCREMENTAL_JOINS_TEST_MODE=$mode python -m pytest --durations=25 "$@" || status=$?
   fi
 done
 echo "tests: done after $((SECONDS / 60)) min" >&2
