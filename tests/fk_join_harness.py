@@ -117,6 +117,16 @@ class FkJoinProject:
         assert len(out) == len(rows), f"{model} has duplicate keys"
         return out
 
+    def index(self, model: str) -> tuple[dict, int]:
+        """The model's CombinedKey index, read back by hand: {left key: foreign key} from each key's
+        newest entry that has a foreign key, and how many entries the table holds."""
+        rows = self.spark.table(f"{self.schema}.{model}__ij_index").collect()
+        newest: dict = {}
+        for r in rows:
+            if r["k"] not in newest or r["__ij_version"] > newest[r["k"]]["__ij_version"]:
+                newest[r["k"]] = r
+        return {k: r["__ij_fk1"] for k, r in newest.items() if r["__ij_fk1"] is not None}, len(rows)
+
     def output_version(self, model: str) -> int:
         return self.spark.sql(f"describe history {self.schema}.{model} limit 1").first()["version"]
 

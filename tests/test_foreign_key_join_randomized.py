@@ -24,6 +24,7 @@ class World:
         self.fk, self.rng = fk, rng
         self.left: reference.Left = {}
         self.right: reference.Right = {}
+        self.left_changed = False   # since the last run
 
     def random_change(self) -> None:
         rng = self.rng
@@ -33,6 +34,7 @@ class World:
                     for k in rng.sample(LEFT_KEYS, rng.randint(1, 3))]
             self.fk.put_left(*rows)
             self.left.update({k: (v, f) for k, v, f in rows})
+            self.left_changed = True
         elif op == "put_right":
             rows = [(rk, rng.choice("xyz")) for rk in rng.sample(RIGHT_KEYS, rng.randint(1, 2))]
             self.fk.put_right(*rows)
@@ -41,6 +43,7 @@ class World:
             k = rng.choice(sorted(self.left))
             self.fk.delete_left(k)
             del self.left[k]
+            self.left_changed = True
         elif op == "delete_right" and self.right:
             rk = rng.choice(sorted(self.right))
             self.fk.delete_right(rk)
@@ -57,16 +60,32 @@ def test_random_changes_over_random_runs_match_the_reference(scratch_project, sp
     fk = FkJoinProject.create(scratch_project, spark, models=RANDOM_MODELS)
     world = World(fk, rng)
     before = {m: {} for m in RANDOM_MODELS}
+    index_entries: dict[str, int] = {}
+    compacted: dict[str, bool] = {}
     for run in range(6):
         for _ in range(rng.randint(1, 4)):   # several input commits between two runs
             world.random_change()
-        fk.run()
+        # Every other run lets the index compact as soon as it holds more entries than 1.5x the
+        # left rows (the default waits for 10,000 more).
+        slack = 0 if run % 2 else None
+        fk.run(vars={"incremental_joins_index_slack": slack} if slack is not None else None)
+        left_changed, world.left_changed = world.left_changed, False
         for model in RANDOM_MODELS:
+            current, entries = fk.index(model)
+            assert current == {k: f for k, (v, f) in world.left.items() if f is not None}, (
+                f"seed {seed}, run {run}, {model}: index")
+            if slack == 0 and left_changed:   # appended, then compacted if above the bound
+                assert entries <= len(world.left) + len(world.left) // 2, (
+                    f"seed {seed}, run {run}, {model}: {entries} index entries")
+            compacted[model] = compacted.get(model, False) or entries < index_entries.get(model, 0)
+            index_entries[model] = entries
             expected = world.expected(model)
             assert fk.output(model) == expected, f"seed {seed}, run {run}, {model}"
             assert fk.output_changes(model) == reference.changed_keys(before[model], expected), (
                 f"seed {seed}, run {run}, {model}: change feed is not exactly the changed rows")
             before[model] = expected
+
+    assert all(compacted.values()), f"seed {seed}: an index was never compacted: {compacted}"
 
     # --full-refresh rebuilds the same content.
     fk.run("--full-refresh")

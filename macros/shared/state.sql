@@ -43,7 +43,14 @@
 {% macro stage(suffix, sql) %}
   {%- set name = incremental_joins.staged_prefix() ~ suffix -%}
   {% do adapter.dispatch('stage', 'incremental_joins')(name, sql) %}
+  {% do incremental_joins.staged_views().append(name) %}
   {{ return(name) }}
+{% endmacro %}
+
+{#- The views this run staged, in the order it staged them: a list kept in the node's context
+    (`model`, one dict per model run, shared by every macro the materialization calls). -#}
+{% macro staged_views() %}
+  {{ return(model.setdefault('incremental_joins_staged', [])) }}
 {% endmacro %}
 
 {#- Spark: a cached temporary view (memory, no Delta commit), cached lazily: the first statement
@@ -72,12 +79,21 @@
   {% call statement('stage_' ~ name) -%} create or replace temporary view {{ name }} as {{ sql }} {%- endcall %}
 {% endmacro %}
 
-{#- Drop every staged view: dropping a cached temporary view also drops its cache entry, by name
-    and in any order (UNCACHE TABLE would re-analyse each view's definition first: a time-travel
-    snapshot load per view, seconds on large inputs). -#}
+{#- Drop every staged view: dropping a cached temporary view also drops its cache entry (UNCACHE
+    TABLE would re-analyse each view's definition first: a time-travel snapshot load per view,
+    seconds on large inputs). Last staged first: Spark re-plans the cached views that read a view it
+    uncaches, so dropping a view before the views that read it re-plans them, each down to its
+    Delta snapshots (measured on the 1M-row foreign_key_join benchmark: the four drops took 5.4 s
+    in name order, 0.3 s last staged first). Views left by an interrupted run, which this run did
+    not stage, go in name order. -#}
 {% macro release_staged() %}
-  {%- set names = run_query("show views like '" ~ incremental_joins.staged_prefix() ~ "*'").columns['viewName'].values() -%}
+  {%- set present = run_query("show views like '" ~ incremental_joins.staged_prefix() ~ "*'").columns['viewName'].values() | map('lower') | list -%}
+  {%- set staged = incremental_joins.staged_views() -%}
+  {%- set names = [] -%}
+  {%- for name in staged | reverse | map('lower') | unique if name in present -%}{%- do names.append(name) -%}{%- endfor -%}
+  {%- for name in present if name not in names -%}{%- do names.append(name) -%}{%- endfor -%}
   {% for name in names %}{% do run_query('drop view if exists ' ~ name) %}{% endfor %}
+  {%- do staged.clear() -%}
 {% endmacro %}
 
 {#- One SQL value as a Jinja value (first column of the first row). -#}
