@@ -157,17 +157,21 @@
   {%- endif -%}
   {#- Stream time and store change only when records arrived. -#}
   {%- if not full and counts[0] > 0 -%}
-    {#- A few rows: overwritten whole (cheaper than a MERGE), partitions without records kept. -#}
-    {%- call statement('stream_time') -%}
-      insert overwrite {{ clock }}
-      select o.part, o.stream_time from {{ clock }} as o left anti join ({{ clock_rows }}) as n on o.part <=> n.part
-      union all {{ clock_rows }}
-    {%- endcall -%}
     {#- Stale store entries: those of keys whose new state is not live, and those that expired. -#}
     {%- set stale = 'select x.* from ' ~ store ~ ' as x left semi join (' ~ state_rows ~ ') as n on ' ~ incremental_joins.keys_match(key, 'x', 'n')
           ~ ' union select x.* from ' ~ store ~ ' as x join (' ~ clock_rows ~ ') as c on c.part = x.__ij_part where ' ~ expired -%}
     {%- set stale = 'select s.* from (' ~ stale ~ ') as s left anti join (' ~ live ~ ') as l on ' ~ incremental_joins.keys_match(key, 's', 'l') -%}
     {%- do incremental_joins.merge_changes(store, live, stale, key, dk + ['__ij_part', '__ij_state']) -%}
+    {#- Then stream time (the staged records read the clock: written first, it would make Spark
+        drop them and the store MERGE compute them again), without the fold, which is dropped
+        first (see release_staged_reading). A few rows: overwritten whole (cheaper than a MERGE),
+        partitions without records kept. -#}
+    {%- do incremental_joins.release_staged_reading(clock, clock_rows) -%}
+    {%- call statement('stream_time') -%}
+      insert overwrite {{ clock }}
+      select o.part, o.stream_time from {{ clock }} as o left anti join ({{ clock_rows }}) as n on o.part <=> n.part
+      union all {{ clock_rows }}
+    {%- endcall -%}
   {%- endif -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
   {{ return({'mode': mode, 'rows_read': counts[0], 'rows_inserted': written.inserted,

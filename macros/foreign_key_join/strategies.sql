@@ -136,7 +136,8 @@
   {%- endif -%}
 
   {#- Staged: the body, the unique-key check and the index update all read these rows. -#}
-  {%- set left_rows_now = 'select * from ' ~ incremental_joins.stage('left_rows', 'select __x.* from (' ~ left_now ~ ') as __x left semi join ' ~ affected ~ ' as __k on ' ~ incremental_joins.keys_match(lk, '__x', '__k')) -%}
+  {%- set left_stage = incremental_joins.stage('left_rows', 'select __x.* from (' ~ left_now ~ ') as __x left semi join ' ~ affected ~ ' as __k on ' ~ incremental_joins.keys_match(lk, '__x', '__k')) -%}
+  {%- set left_rows_now = 'select * from ' ~ left_stage -%}
   {%- do incremental_joins.assert_unique_keys(L, lk, left_rows_now, 'left_key') -%}
   {%- set right_keys = ['select ' ~ incremental_joins.fk_columns(cfg) | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, left_rows_now) ~ ') as f'] -%}
   {%- set affected_right = none -%}
@@ -148,7 +149,7 @@
   {%- if right_changed -%}
     {%- do incremental_joins.assert_unique_keys(R, cfg.right_key, 'select __y.* from (' ~ right_now ~ ') as __y left semi join ' ~ changed_right ~ ' as __c on ' ~ incremental_joins.keys_match(cfg.right_key, '__y', '__c'), 'right_key') -%}
   {%- endif -%}
-  {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now, 'left_version': versions[L],
+  {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now, 'left_version': versions[L], 'left_now': left_now, 'left_stage': left_stage,
              'left_rows': left_rows, 'index_entries': counts[5] + counts[1],
              'affected': affected, 'affected_right': affected_right, 'changed_left': changed_left,
              'rows_read': counts[1] + right_rows_read, 'affected_keys': counts[0], 'fan_out': counts[2]}) }}
@@ -191,10 +192,16 @@
     {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, columns, 'main') -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {#- The CombinedKey index follows the changed left rows (a subset of the affected ones): an
-        entry each, appended. -#}
+        entry each, appended. When right rows changed too, the staged left rows were found through
+        the index: those stages are dropped first, so that the append does not make Spark re-plan
+        them, and the entries are read from the left input itself. -#}
     {%- if plan.changed_left is not none -%}
+      {%- set rows = plan.left_sql -%}
+      {%- if plan.left_stage in incremental_joins.release_staged_reading(index) -%}
+        {%- set rows = 'select __x.* from (' ~ plan.left_now ~ ') as __x left semi join ' ~ plan.changed_left ~ ' as __c on ' ~ incremental_joins.keys_match(cfg.left_key, '__x', '__c') -%}
+      {%- endif -%}
       {%- call statement('append_index') -%}
-        insert into {{ index }} {{ incremental_joins.index_entries(cfg, plan.left_sql, 'select ' ~ incremental_joins.column_list(cfg.left_key) ~ ' from ' ~ plan.changed_left, plan.left_version) }}
+        insert into {{ index }} {{ incremental_joins.index_entries(cfg, rows, 'select ' ~ incremental_joins.column_list(cfg.left_key) ~ ' from ' ~ plan.changed_left, plan.left_version) }}
       {%- endcall -%}
       {%- do incremental_joins.compact_index(cfg, index, plan.index_entries, plan.left_rows) -%}
     {%- endif -%}

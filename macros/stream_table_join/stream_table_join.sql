@@ -300,11 +300,15 @@
     {%- endif -%}
     {%- if cfg.grace and c[6] > 0 -%}
       {%- set released = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_run = 0 and __ij_emit_run is not null' -%}
+      {%- do incremental_joins.release_staged_reading(st.buffer, waiting ~ released ~ ' ' ~ clock_row) -%}
       {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], adapter.get_columns_in_relation(st.buffer) | map(attribute='name') | list) -%}
     {%- endif -%}
   {%- endif -%}
-  {%- do incremental_joins.create_state_table(st.clock, clock_row) -%}
+  {#- The cut first, then the clock, from the stages that do not read the clock: those that do
+      and are no longer needed are dropped before it is replaced (see release_staged_reading). -#}
   {%- do incremental_joins.stj_record_cuts(st.cuts, inputs, flow.rt, full) -%}
+  {%- do incremental_joins.release_staged_reading(st.clock, clock_row) -%}
+  {%- do incremental_joins.create_state_table(st.clock, clock_row) -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
   {{ return({'mode': mode, 'rows_read': c[0] + c[3] + c[4], 'rows_inserted': written.inserted, 'affected_keys': c[1],
              'late_records': c[2], 'ignored_records': c[3] + c[5]}) }}
