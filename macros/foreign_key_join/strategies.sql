@@ -6,6 +6,11 @@
   {{ return('select * from ' ~ name ~ (' version as of ' ~ version if version is not none else '')) }}
 {% endmacro %}
 
+{#- The rows of `rows_sql` whose `keys` appear in the relation `keys_relation`. -#}
+{% macro rows_of_keys(rows_sql, keys_relation, keys) %}
+  {{ return('select __x.* from (' ~ rows_sql ~ ') as __x left semi join ' ~ keys_relation ~ ' as __k on ' ~ incremental_joins.keys_match(keys, '__x', '__k')) }}
+{% endmacro %}
+
 {#- Left key and foreign key of each left row in `left_rows_sql` that has a (non-null) foreign key. -#}
 {% macro fk_index_rows(cfg, left_rows_sql) %}
   {%- set fk = [] -%}
@@ -136,7 +141,7 @@
   {%- endif -%}
 
   {#- Staged: the body, the unique-key check and the index update all read these rows. -#}
-  {%- set left_stage = incremental_joins.stage('left_rows', 'select __x.* from (' ~ left_now ~ ') as __x left semi join ' ~ affected ~ ' as __k on ' ~ incremental_joins.keys_match(lk, '__x', '__k')) -%}
+  {%- set left_stage = incremental_joins.stage('left_rows', incremental_joins.rows_of_keys(left_now, affected, lk)) -%}
   {%- set left_rows_now = 'select * from ' ~ left_stage -%}
   {%- do incremental_joins.assert_unique_keys(L, lk, left_rows_now, 'left_key') -%}
   {%- set right_keys = ['select ' ~ incremental_joins.fk_columns(cfg) | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, left_rows_now) ~ ') as f'] -%}
@@ -147,7 +152,7 @@
   {%- endif -%}
   {%- set right_rows_now = 'select __y.* from (' ~ right_now ~ ') as __y left semi join (' ~ right_keys | join(' union all ') ~ ') as __rk on ' ~ incremental_joins.fk_matches(cfg, '__rk', '__y') -%}
   {%- if right_changed -%}
-    {%- do incremental_joins.assert_unique_keys(R, cfg.right_key, 'select __y.* from (' ~ right_now ~ ') as __y left semi join ' ~ changed_right ~ ' as __c on ' ~ incremental_joins.keys_match(cfg.right_key, '__y', '__c'), 'right_key') -%}
+    {%- do incremental_joins.assert_unique_keys(R, cfg.right_key, incremental_joins.rows_of_keys(right_now, changed_right, cfg.right_key), 'right_key') -%}
   {%- endif -%}
   {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now, 'left_version': versions[L], 'left_now': left_now, 'left_stage': left_stage,
              'left_rows': left_rows, 'index_entries': counts[5] + counts[1],
@@ -198,7 +203,7 @@
     {%- if plan.changed_left is not none -%}
       {%- set rows = plan.left_sql -%}
       {%- if plan.left_stage in incremental_joins.release_staged_reading(index) -%}
-        {%- set rows = 'select __x.* from (' ~ plan.left_now ~ ') as __x left semi join ' ~ plan.changed_left ~ ' as __c on ' ~ incremental_joins.keys_match(cfg.left_key, '__x', '__c') -%}
+        {%- set rows = incremental_joins.rows_of_keys(plan.left_now, plan.changed_left, cfg.left_key) -%}
       {%- endif -%}
       {%- call statement('append_index') -%}
         insert into {{ index }} {{ incremental_joins.index_entries(cfg, rows, 'select ' ~ incremental_joins.column_list(cfg.left_key) ~ ' from ' ~ plan.changed_left, plan.left_version) }}
@@ -222,7 +227,7 @@
   {%- if right_changed -%}{%- do parts.append('select ' ~ incremental_joins.column_list(cfg.right_key) ~ ' from ' ~ changed_right) -%}{%- endif -%}
   {%- if left_changed -%}
     {%- for v in [consumed[L], versions[L]] -%}
-      {%- set rows = 'select __x.* from (' ~ incremental_joins.pinned(L, v) ~ ') as __x left semi join ' ~ changed_left ~ ' as __c on ' ~ incremental_joins.keys_match(cfg.left_key, '__x', '__c') -%}
+      {%- set rows = incremental_joins.rows_of_keys(incremental_joins.pinned(L, v), changed_left, cfg.left_key) -%}
       {%- do parts.append('select ' ~ rk_cols | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, rows) ~ ') as f') -%}
     {%- endfor -%}
   {%- endif -%}

@@ -43,20 +43,24 @@
 {% macro stage(suffix, sql) %}
   {%- set name = incremental_joins.staged_prefix() ~ suffix -%}
   {% do adapter.dispatch('stage', 'incremental_joins')(name, sql) %}
-  {% do incremental_joins.staged_views().append(name) %}
-  {% do incremental_joins.staged_sql().update({name | lower: sql | lower}) %}
+  {%- set staged = incremental_joins.staged_views() -%}
+  {%- do staged.pop(name, none) -%}
+  {%- do staged.update({name: sql}) -%}
   {{ return(name) }}
 {% endmacro %}
 
-{#- The views this run staged, in the order it staged them: a list kept in the node's context
+{#- The views this run staged, {name: SQL} in the order it staged them: kept in the node's context
     (`model`, one dict per model run, shared by every macro the materialization calls). -#}
 {% macro staged_views() %}
-  {{ return(model.setdefault('incremental_joins_staged', [])) }}
+  {{ return(model.setdefault('incremental_joins_staged', {})) }}
 {% endmacro %}
 
-{#- {staged view name: its SQL}, lower case, in the node's context like staged_views(). -#}
-{% macro staged_sql() %}
-  {{ return(model.setdefault('incremental_joins_staged_sql', {})) }}
+{#- Drop the staged views `names`, in that order. -#}
+{% macro drop_staged(names) %}
+  {% for name in names %}
+    {% do run_query('drop view if exists ' ~ name) %}
+    {% do incremental_joins.staged_views().pop(name, none) %}
+  {% endfor %}
 {% endmacro %}
 
 {#- Call before the run writes `relation`: drops this run's staged views that read it (a view
@@ -69,25 +73,21 @@
     that read the index still cached, 1.7-3.1 s without (their drops: 0.1 s together). -#}
 {% macro release_staged_reading(relation, keep='') %}
   {%- set staged = incremental_joins.staged_views() -%}
-  {%- set sql_of = incremental_joins.staged_sql() -%}
-  {%- set kept = namespace(text=keep | lower) -%}
+  {%- set kept = namespace(text=keep) -%}
   {%- for name in staged | reverse if incremental_joins.names(kept.text, name) -%}
-    {%- set kept.text = kept.text ~ ' ' ~ sql_of.get(name | lower, '') -%}
+    {%- set kept.text = kept.text ~ ' ' ~ staged[name] -%}
   {%- endfor -%}
-  {%- set reads = namespace(names=[relation | string]) -%}
+  {%- set reads = [relation | string] -%}
   {%- set names = [] -%}
-  {%- for name in staged if name not in reads.names -%}
+  {%- for name, sql in staged.items() -%}
     {%- set hit = namespace(found=false) -%}
-    {%- for r in reads.names if incremental_joins.names(sql_of.get(name | lower, ''), r) -%}{%- set hit.found = true -%}{%- endfor -%}
+    {%- for r in reads if incremental_joins.names(sql, r) -%}{%- set hit.found = true -%}{%- endfor -%}
     {%- if hit.found -%}
-      {%- do reads.names.append(name) -%}
+      {%- do reads.append(name) -%}
       {%- if not incremental_joins.names(kept.text, name) -%}{%- do names.append(name) -%}{%- endif -%}
     {%- endif -%}
   {%- endfor -%}
-  {% for name in names | reverse %}
-    {% do run_query('drop view if exists ' ~ name) %}
-    {% do staged.remove(name) %}
-  {% endfor %}
+  {%- do incremental_joins.drop_staged(names | reverse) -%}
   {{ return(names) }}
 {% endmacro %}
 
@@ -135,7 +135,7 @@
   {%- set names = [] -%}
   {%- for name in staged | reverse | map('lower') | unique if name in present -%}{%- do names.append(name) -%}{%- endfor -%}
   {%- for name in present if name not in names -%}{%- do names.append(name) -%}{%- endfor -%}
-  {% for name in names %}{% do run_query('drop view if exists ' ~ name) %}{% endfor %}
+  {%- do incremental_joins.drop_staged(names) -%}
   {%- do staged.clear() -%}
 {% endmacro %}
 

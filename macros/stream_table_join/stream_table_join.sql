@@ -300,7 +300,7 @@
     {%- endif -%}
     {%- if cfg.grace and c[6] > 0 -%}
       {%- set released = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_run = 0 and __ij_emit_run is not null' -%}
-      {%- do incremental_joins.release_staged_reading(st.buffer, waiting ~ released ~ ' ' ~ clock_row) -%}
+      {%- do incremental_joins.release_staged_reading(st.buffer, waiting ~ released) -%}
       {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], adapter.get_columns_in_relation(st.buffer) | map(attribute='name') | list) -%}
     {%- endif -%}
   {%- endif -%}
