@@ -41,8 +41,33 @@ def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
+# The longest tests (minutes in session mode, 2026-11-23), run first: pytest-xdist hands tests to
+# its workers in collection order (the integration project's group, its largest, before them), so
+# no long test is left to run alone at the end. Every other test keeps its place after these.
+LONGEST_FIRST = [
+    "tests/test_stream_table_join.py::test_worked_example",                                       # ~10
+    "tests/test_foreign_key_join_randomized.py::test_random_changes_over_random_runs_match_the_reference",  # ~10
+    "tests/test_deduplicate.py::test_random_streams_match_the_reference_whatever_the_run_split",   # ~7
+    "tests/test_stream_table_join.py::test_randomized_against_reference",                         # ~5.5
+    "tests/test_foreign_key_join_randomized.py::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run",  # ~5
+    "tests/test_deduplicate.py::test_seed_examples_in_one_run_and_record_by_record",              # ~4.5
+    "tests/test_changelog_table.py::test_random_changelogs_over_random_runs_match_the_reference",
+    "tests/test_changelog_table.py::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run",
+    "tests/test_foreign_key_join.py::test_spec_worked_example_inner_and_left",                     # ~3.5
+    "tests/test_foreign_key_join_errors.py::test_history_vacuumed_past_the_highwater_says_to_full_refresh",  # ~3.5
+    "tests/test_deduplicate.py::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run",  # ~3
+    "tests/test_stream_table_join.py::test_crash_and_rerun",                                      # ~3
+]
+
+
+def longest_first(item: pytest.Item) -> int:
+    test = item.nodeid.split("[")[0].split("@")[0]
+    return LONGEST_FIRST.index(test) if test in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 @pytest.hookimpl(trylast=True)  # after pytest-xdist's, which names each grouped test's group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=longest_first)   # stable: the rest keep their order
     # A pytest worker of `--dist loadgroup` (tests/run.sh, thrift mode): a module that shares one
     # project between its tests (xdist_group) must run in one worker, or two workers build the same
     # schema at once. pytest-xdist groups by renaming a test `<id>@<group>`; pytest 9.2 ignores that.

@@ -25,10 +25,9 @@ cd "$IJ_ROOT"
 status=0
 budget=$(( ${INCREMENTAL_JOINS_CI_MINUTES:-90} * 60 - 10 * 60 ))
 # Thrift mode's tiers: the largest that still ends inside CI's time runs (a mode chosen by hand
-# runs the first; the last always runs once thrift mode runs at all). Minutes measured with two workers on 2026-11-23 (every suite: 49.5 min). Tests
-# are listed longest first: the pytest workers take them in this order (after the integration
-# project's module, which pytest-xdist hands out first as its largest group), and a long test
-# taken last would run on alone.
+# runs the first; the last always runs once thrift mode runs at all). Minutes measured with two
+# workers on 2026-11-23 (every suite: 49.5 min). Either mode hands its tests to the workers longest
+# first (tests/conftest.py, LONGEST_FIRST).
 STJ=tests/test_stream_table_join.py DEDUP=tests/test_deduplicate.py CL=tests/test_changelog_table.py
 FKR=tests/test_foreign_key_join_randomized.py
 WORKED_LONG="$STJ::test_worked_example $DEDUP::test_seed_examples_in_one_run_and_record_by_record"
@@ -85,7 +84,10 @@ for mode in ${INCREMENTAL_JOINS_TEST_MODE:-session thrift}; do
     python -m incremental_joins.cluster stop >&2 || status=1
     trap - EXIT
   else
-    INCREMENTAL_JOINS_TEST_MODE=$mode python -m pytest --durations=25 "$@" || status=$?
+    # Two pytest workers, each with a Spark session of its own: one kept ~1.65 of the 2 cores busy
+    # (a run of a single model leaves one core mostly idle).
+    INCREMENTAL_JOINS_TEST_MODE=$mode python -m pytest -n "${INCREMENTAL_JOINS_SESSION_WORKERS:-2}" \
+      --dist loadgroup --durations=25 "$@" || status=$?
   fi
 done
 echo "tests: done after $((SECONDS / 60)) min" >&2
