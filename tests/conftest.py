@@ -1,9 +1,10 @@
 """The Spark the whole test run works against, in one of two modes (`INCREMENTAL_JOINS_TEST_MODE`):
 
 - `session` (default): one embedded Spark + Delta session per pytest process (tests/run.sh runs
-  two workers), created before any dbt call, and the `spark_embedded` adapter. Spark keeps the first session's static settings, so the session is
-  made here with the warehouse and metastore pinned to absolute paths under pytest's base temp
-  directory: every dbt invocation in this process reuses this session and its Derby metastore.
+  two workers), created before any dbt call, and the `spark_embedded` adapter. Spark keeps the
+  first session's static settings, so the session is made here with the warehouse and metastore
+  pinned to absolute paths under the process's own pytest base temp directory: every dbt
+  invocation in this process reuses this session and its Derby metastore.
 - `thrift`: a local standalone cluster (master, worker, Thrift server with Delta; see
   `incremental_joins.cluster`) started for the run and stopped after it, also when tests fail;
   dbt reaches it with the stock `spark` adapter, `method: thrift`, and the tests read tables

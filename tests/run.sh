@@ -46,9 +46,11 @@ THRIFT_TIERS=(
   "24|the integration project and the operators' worked examples|$(echo $WORKED_LONG $WORKED_REST)"
   "0|the integration project (~5 min)|tests/test_runtime.py"
 )
-# Each mode lists its 25 longest tests (--durations), the figures THRIFT_TIERS are set from.
 # fits N: a mode chosen by hand always runs; in the whole run, N more minutes must end in budget.
 fits() { [ -n "${INCREMENTAL_JOINS_TEST_MODE:-}" ] || [ "$SECONDS" -le $(( budget - $1 * 60 )) ]; }
+# Either mode: pytest workers handed whole xdist_groups; each lists its 25 longest tests
+# (--durations), the figures THRIFT_TIERS and LONGEST_FIRST are set from.
+pytest_workers() { python -m pytest -n "$1" --dist loadgroup --durations=25 "${@:2}"; }
 for mode in ${INCREMENTAL_JOINS_TEST_MODE:-session thrift}; do
   echo "tests: $mode mode (after $((SECONDS / 60)) min)" >&2
   if [ "$mode" = thrift ]; then
@@ -77,8 +79,8 @@ for mode in ${INCREMENTAL_JOINS_TEST_MODE:-session thrift}; do
       'from incremental_joins.cluster import free_port; print(free_port(), free_port())')
     export INCREMENTAL_JOINS_THRIFT_PORT INCREMENTAL_JOINS_MASTER_PORT
     if python -m incremental_joins.cluster start >&2; then
-      INCREMENTAL_JOINS_TEST_CLUSTER=shared INCREMENTAL_JOINS_TEST_MODE=thrift python -m pytest \
-        -n "${INCREMENTAL_JOINS_THRIFT_WORKERS:-2}" --dist loadgroup --durations=25 "$@" $thrift_tests || status=$?
+      INCREMENTAL_JOINS_TEST_CLUSTER=shared INCREMENTAL_JOINS_TEST_MODE=thrift \
+        pytest_workers "${INCREMENTAL_JOINS_THRIFT_WORKERS:-2}" "$@" $thrift_tests || status=$?
     else
       status=1
     fi
@@ -87,8 +89,7 @@ for mode in ${INCREMENTAL_JOINS_TEST_MODE:-session thrift}; do
   else
     # Two pytest workers, each with a Spark session of its own: one kept ~1.65 of the 2 cores busy
     # (a run of a single model leaves one core mostly idle).
-    INCREMENTAL_JOINS_TEST_MODE=$mode python -m pytest -n "${INCREMENTAL_JOINS_SESSION_WORKERS:-2}" \
-      --dist loadgroup --durations=25 "$@" || status=$?
+    INCREMENTAL_JOINS_TEST_MODE=$mode pytest_workers "${INCREMENTAL_JOINS_SESSION_WORKERS:-2}" "$@" || status=$?
   fi
 done
 echo "tests: done after $((SECONDS / 60)) min" >&2
