@@ -7,8 +7,10 @@ right `rhs` (rk string, rv string)            — the "one" side, keyed by rk
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from conftest import THRIFT
 
@@ -160,8 +162,19 @@ class FkJoinProject:
         return max(h.version for h in history if h.timestamp <= when)
 
 
-# The steps a run can be stopped at (var incremental_joins_fail_at), in the order a run reaches them.
+# The steps a run can be stopped at (macro inject_failure), in the order a run reaches them.
 CRASH_STEPS = ["after_output_merge", "after_index_merge", "before_highwater"]
+
+
+@contextmanager
+def failing_at(step: str) -> Iterator[None]:
+    """dbt runs inside stop at `step`: the environment variable INCREMENTAL_JOINS_FAIL_AT (a
+    dbt var would make every other run parse the whole project again)."""
+    os.environ["INCREMENTAL_JOINS_FAIL_AT"] = step
+    try:
+        yield
+    finally:
+        del os.environ["INCREMENTAL_JOINS_FAIL_AT"]
 
 
 def error_of(result) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 import reference
 from changelog_harness import MODELS, ChangelogProject
-from fk_join_harness import CRASH_STEPS, error_of
+from fk_join_harness import CRASH_STEPS, error_of, failing_at
 
 
 @pytest.fixture
@@ -121,7 +121,8 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     for step in CRASH_STEPS:
         cl.append(*log.batch())
         cl.append(*log.batch())
-        failed = cl.run(vars={"incremental_joins_fail_at": step}, check=False)
+        with failing_at(step):
+            failed = cl.run(check=False)
         assert "injected failure at " + step in error_of(failed), step
         cl.run()
         assert cl.output() == reference.changelog_table(log.events), f"after a crash {step} and a re-run"

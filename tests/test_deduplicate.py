@@ -9,7 +9,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import CRASH_STEPS, error_of, sources_yml, sql_literal
+from fk_join_harness import CRASH_STEPS, error_of, failing_at, sources_yml, sql_literal
 
 BODY = "select * from {{ incremental_joins.stream(source('t', 'events')) }}"
 COMMON = "event_time='ts', arrival_order='kafka_offset', partition_by='part'"
@@ -164,7 +164,8 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     stream.run()
     for i, step in enumerate(CRASH_STEPS):
         stream.append(*records[10 + 8 * i:18 + 8 * i])
-        failed = stream.run(vars={"incremental_joins_fail_at": step}, check=False)
+        with failing_at(step):
+            failed = stream.run(check=False)
         assert "injected failure at " + step in error_of(failed), step
         stream.run()
         assert stream.forwarded("by_key") == sorted(reference.deduplicate(stream.records, 10)), step

@@ -10,7 +10,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of, runnable_models
+from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of, failing_at, runnable_models
 
 LEFT_KEYS = [f"k{i}" for i in range(8)]
 RIGHT_KEYS = [f"r{i}" for i in range(5)]
@@ -106,7 +106,8 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     for step in CRASH_STEPS:
         for _ in range(4):
             world.random_change()
-        failed = fk.run(vars={"incremental_joins_fail_at": step}, check=False)
+        with failing_at(step):
+            failed = fk.run(check=False)
         assert "injected failure at " + step in error_of(failed), step
         fk.run()
         for model in ("fk_left", "fk_outer"):

@@ -9,7 +9,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import error_of, sources_yml, sql_literal
+from fk_join_harness import error_of, failing_at, sources_yml, sql_literal
 
 # The table `prices` (product, price, valid_from, deleted): one row per product; a version is a
 # row's state after a commit, `deleted` marks a tombstone at its valid_from. The stream `orders`
@@ -258,7 +258,8 @@ def test_crash_and_rerun(scratch_project, spark):
         if table:
             j.table(*table)
         j.stream(*records)
-        failed = j.run(vars={"incremental_joins_fail_at": step}, check=False)
+        with failing_at(step):
+            failed = j.run(check=False)
         assert not failed.success and "injected failure at " + step in error_of(failed)
         j.run()
         assert j.output("stj") == j.expected("stj") == expected, step
