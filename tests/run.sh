@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The test suite (README "Two commands"; CI runs exactly this), in two modes, one after the other:
 #   session  every test: pytest drives dbt in-process on an embedded Spark + Delta session, in two
-#            pytest workers with a session each: 48 passed in 45.5 min (2026-11-23);
+#            pytest workers with a session each;
 #   thrift   through a local standalone cluster (master, worker, Thrift server with Delta; see
 #            src/incremental_joins/cluster.py) with the stock dbt-spark adapter, `method: thrift`:
 #            every thrift-capable test, in two pytest workers against one cluster (one worker
-#            kept ~1.3 of the 2 cores busy): 49.5 min (2026-11-23), as long as session mode.
+#            kept ~1.3 of the 2 cores busy); about as long as session mode (110% measured).
 # INCREMENTAL_JOINS_TEST_MODE=session (or thrift) runs one mode, all of it; arguments go to pytest.
-# CI stops at 90 minutes (INCREMENTAL_JOINS_CI_MINUTES), which both modes whole fit on a fast day
-# and not on a slow one (the same session mode took 27.7 min on one day, 45.5 on another): after
-# session mode, thrift mode runs the largest of THRIFT_TIERS below that can still finish inside
-# that, judged from how long session mode just took, and says what it left out, so a slow machine
-# is not a red build.
+# CI stops at 90 minutes (INCREMENTAL_JOINS_CI_MINUTES). Both modes whole fit that on a fast
+# machine and not on a slow one (the same session mode took 29 min on one machine of this kind,
+# 45.5 on another): after session mode, thrift mode runs the largest of THRIFT_TIERS below that
+# can still finish inside it, judged from how long session mode just took, and says what it left
+# out, so a slow machine is not a red build.
 # The tests' tables hold tens of rows, where generating and compiling code costs more CPU than it
 # saves: whole-stage codegen off and expressions interpreted (Spark's NO_CODEGEN factory mode)
 # together take the FK worked example from 407 CPU-s (Spark's defaults) to 301, measured. The
@@ -30,8 +30,8 @@ budget=$(( ${INCREMENTAL_JOINS_CI_MINUTES:-90} * 60 - 10 * 60 ))
 # Thrift mode's tiers: the largest that still ends inside CI's time runs (a mode chosen by hand
 # runs the first; the last always runs once thrift mode runs at all). Each tier's time is a
 # percentage of session mode's in the same run, as both scale with the machine's speed; measured
-# with two workers on one day (2026-11-23): session mode 45.5 min, thrift mode every suite 49.5
-# (109%), without the randomized and crash suites 25.0 (55%); the worked examples alone are
+# with two workers on one machine (2026-11-23): session mode 45.5 min, thrift mode every suite
+# 49.5 (109%), without the randomized and crash suites 25.0 (55%); the worked examples alone are
 # estimated from their share. Either mode hands its tests to the workers longest first
 # (tests/conftest.py, LONGEST_FIRST).
 STJ=tests/test_stream_table_join.py DEDUP=tests/test_deduplicate.py CL=tests/test_changelog_table.py

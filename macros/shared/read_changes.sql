@@ -10,8 +10,18 @@
   {{ return(api.Relation.create(schema=parts[-2], identifier=parts[-1], type='table')) }}
 {% endmacro %}
 
-{% macro history(name) %}
-  {{ return(run_query('describe history ' ~ name).rows) }}
+{#- The commits of `name`, newest first: with `since` (a version, and `to` the version the run
+    reads) only those from `since` on, so that a run reads the commits since its last run, not
+    the table's whole history (each commit is a file read). The commit `since` itself is included
+    when it is still kept, which tells whether the history reaches back to it. -#}
+{% macro history(name, since=none, to=none) %}
+  {%- if since is none or since < 0 or to is none -%}{{ return(run_query('describe history ' ~ name).rows) }}{%- endif -%}
+  {%- set rows = run_query('describe history ' ~ name ~ ' limit ' ~ (to - since + 1)).rows -%}
+  {#- Commits after `to` (a retried run, or a write since the run pinned `to`): read as many more. -#}
+  {%- if rows and rows[0]['version'] > to -%}
+    {%- set rows = run_query('describe history ' ~ name ~ ' limit ' ~ (rows[0]['version'] - since + 1)).rows -%}
+  {%- endif -%}
+  {{ return(rows) }}
 {% endmacro %}
 
 {% macro latest_version(name) %}
@@ -29,7 +39,7 @@
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
-  {%- set rows = rows or incremental_joins.history(name) -%}
+  {%- set rows = rows or incremental_joins.history(name, from_version, to_version) -%}
   {%- set oldest = rows[-1]['version'] -%}
   {%- set state = namespace(cdf=true, reason='', vacuumed=false, first_change=none) -%}
   {%- for r in rows | reverse if r['version'] > from_version -%}

@@ -7,11 +7,11 @@
     'to_timestamp': commit time of `to` as an SQL literal}. From the Change Data Feed when it
     covers the range (each record then has its own commit version); otherwise the difference of
     two versions, or the whole snapshot, whose records all count as arriving at `to_version`.
-    Reads the input's history once. -#}
+    Reads the input's history once, from `from_version` on. -#}
 {% macro stream_plan(name, from_version, to_version) %}
   {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none, 'to_timestamp': 'current_timestamp()'}) }}{%- endif -%}
   {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'from': from_version, 'to': to_version, 'to_timestamp': 'cast(null as timestamp)'}) }}{%- endif -%}
-  {%- set rows = incremental_joins.history(name) -%}
+  {%- set rows = incremental_joins.history(name, from_version, to_version) -%}
   {%- set at = rows | selectattr('version', 'equalto', to_version) | first -%}
   {%- set to_timestamp = "timestamp'" ~ at['timestamp'].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'" -%}
   {%- set start = from_version if from_version is not none else -1 -%}
