@@ -46,7 +46,7 @@
 {% macro check_foreign_key(cfg, left) %}
   {%- for expr in cfg.foreign_key -%}
     {%- set probe = 'select (' ~ expr ~ ') from ' ~ left ~ ' where false' -%}
-    {%- set plan = incremental_joins.scalar("explain extended execute immediate '" ~ probe | replace('\\', '\\\\') | replace("'", "\\'") ~ "'") -%}
+    {%- set plan = incremental_joins.scalar("explain extended execute immediate " ~ incremental_joins.string_literal(probe)) -%}
     {%- set failure = modules.re.search('== Analyzed Logical Plan ==\\s*\\S*(?:Exception|Error):\\s*([^\\n]+)', plan) -%}
     {%- if failure -%}
       {%- set columns = adapter.get_columns_in_relation(incremental_joins.parse_relation(left)) | map(attribute='name') | list -%}

@@ -10,7 +10,7 @@
 {% macro delta_tblproperties(extra={}) %}
   {%- set props = ["'delta.enableChangeDataFeed' = 'true'", "'delta.enableDeletionVectors' = 'true'"] -%}
   {%- for key, value in extra.items() -%}
-    {%- do props.append("'" ~ key ~ "' = '" ~ value | replace('\\', '\\\\') | replace("'", "\\'") ~ "'") -%}
+    {%- do props.append("'" ~ key ~ "' = " ~ incremental_joins.string_literal(value)) -%}
   {%- endfor -%}
   {{ return('tblproperties (' ~ props | join(', ') ~ ')') }}
 {% endmacro %}
@@ -137,6 +137,26 @@
   {%- for name in present if name not in names -%}{%- do names.append(name) -%}{%- endfor -%}
   {%- do incremental_joins.drop_staged(names) -%}
   {%- do staged.clear() -%}
+{% endmacro %}
+
+{#- A Spark SQL string literal of `value` (null for none). -#}
+{% macro string_literal(value) %}
+  {{ return('null' if value is none else "'" ~ value | string | replace('\\', '\\\\') | replace("'", "\\'") ~ "'") }}
+{% endmacro %}
+
+{#- Rows read to the driver (values as strings or none) as a query: `select ... from values`,
+    each column cast to its type. A few rows inlined this way are a constant: no statement that
+    reads them reads the table they came from. -#}
+{% macro values_sql(rows, names, types) %}
+  {%- set tuples = [] -%}
+  {%- for row in rows -%}
+    {%- set cells = [] -%}
+    {%- for v in row -%}{%- do cells.append('cast(' ~ incremental_joins.string_literal(v) ~ ' as ' ~ types[loop.index0] ~ ')') -%}{%- endfor -%}
+    {%- do tuples.append('(' ~ cells | join(', ') ~ ')') -%}
+  {%- endfor -%}
+  {%- set columns = [] -%}
+  {%- for n in names -%}{%- do columns.append('col' ~ loop.index ~ ' as ' ~ adapter.quote(n)) -%}{%- endfor -%}
+  {{ return('select ' ~ columns | join(', ') ~ ' from values ' ~ tuples | join(', ')) }}
 {% endmacro %}
 
 {#- One SQL value as a Jinja value (first column of the first row). -#}
