@@ -76,6 +76,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if (getattr(config.option, "loadgroup", False) and item.get_closest_marker("xdist_group")
                 and "@" not in item.nodeid.rsplit("]", 1)[-1]):
             item.add_marker(pytest.mark.ungrouped)
+    schemas: dict[str, str] = {}
+    for item in items:
+        other = schemas.setdefault(scratch_schema(item), item.nodeid)
+        if other != item.nodeid:
+            raise pytest.UsageError(f"{item.nodeid} and {other} would share scratch schema {scratch_schema(item)}")
     if THRIFT:
         skip = pytest.mark.skip(reason="needs the in-process Spark session; runs in session mode")
         for item in items:
@@ -136,6 +141,15 @@ def integration_project(spark) -> DbtProject:
     return project
 
 
+def scratch_schema(item: pytest.Item) -> str:
+    """The schema of a test's scratch project: unique per test, parametrized ones too, and across
+    modules (several define a test of the same name), so that no test sees another's tables — in
+    thrift mode both pytest workers share one cluster and its metastore."""
+    name = item.name.lower()
+    qualified = f"{item.path.name}::{name}"
+    return "t_" + re.sub(r"\W", "_", name)[:32] + "_" + hashlib.sha1(qualified.encode()).hexdigest()[:6]
+
+
 EMBEDDED_PROFILE = "type: spark_embedded\nmethod: session\nhost: localhost\nschema: {schema}\nthreads: 4\n"
 
 
@@ -150,9 +164,7 @@ def scratch_project(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Ca
     """A throw-away dbt project that installs this package; files given as {relative path: text}."""
 
     def make(files: dict[str, str], schema: str | None = None) -> DbtProject:
-        # Unique per test (parametrized ones too), so no test sees another's tables.
-        name = request.node.name.lower()
-        schema = schema or "t_" + re.sub(r"\W", "_", name)[:32] + "_" + hashlib.sha1(name.encode()).hexdigest()[:6]
+        schema = schema or scratch_schema(request.node)
         (tmp_path / "profiles.yml").write_text(scratch_profile(request, schema))
         (tmp_path / "dbt_project.yml").write_text(
             "name: scratch\nversion: '1.0'\nconfig-version: 2\nprofile: scratch\n"
