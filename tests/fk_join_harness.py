@@ -60,7 +60,8 @@ def runnable_models(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def sql_literal(value: Any) -> str:
-    return "null" if value is None else "'" + str(value).replace("'", "''") + "'"
+    """A Spark SQL literal of `value`: backslashes are escapes in Spark's string literals."""
+    return "null" if value is None else "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass

@@ -155,14 +155,15 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
         assert expected in error_of(cl.run(check=False)), config
 
     path.write_text(model()["customers"])
-    cl.append(("2", "bob", "x", 2, 1), ("3", "cy", "truncate", 3, 2))
+    odd = "x\\'y"   # an operation value with a backslash and a quote: both survive into the SQL
+    cl.append(("2", "bob", odd, 2, 1), ("3", "cy", "truncate", 3, 2))
     message = error_of(cl.run(check=False))
-    assert "customers: the input has operation values that config 'operation_mapping' does not map: truncate, x" in message
+    assert "customers: the input has operation values that config 'operation_mapping' does not map: truncate, " + odd in message
     assert "operation_mapping=" in message and "Nothing was written" in message
     assert cl.version() == version
 
-    # Mapped, they pass: 'x' is an upsert, 'truncate' ignored.
-    path.write_text(model(operation_mapping="{'c': 'upsert', 'x': 'upsert', 'd': 'delete', 'truncate': 'ignore'}")["customers"])
+    # Mapped, they pass: x\'y is an upsert (a Jinja literal in the config), 'truncate' ignored.
+    path.write_text(model(operation_mapping=r"{'c': 'upsert', 'x\\\'y': 'upsert', 'd': 'delete', 'truncate': 'ignore'}")["customers"])
     cl.run()
     assert cl.output() == {"1": ("ann", 1), "2": ("bob", 2)}
 

@@ -75,7 +75,7 @@
   {%- endfor -%}
 
   {%- set kinds = [] -%}
-  {%- for value, kind in cfg.mapping.items() -%}{%- do kinds.append("when '" ~ value | replace("'", "\\'") ~ "' then '" ~ kind ~ "'") -%}{%- endfor -%}
+  {%- for value, kind in cfg.mapping.items() -%}{%- do kinds.append('when ' ~ incremental_joins.string_literal(value) ~ " then '" ~ kind ~ "'") -%}{%- endfor -%}
   {%- set events_sql -%}
     select {{ key_exprs | join(', ') }},
       {{ adapter.quote(cfg.sequence) }} as __ij_seq, _ij_commit_version as __ij_commit,
