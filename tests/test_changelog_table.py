@@ -162,8 +162,9 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     assert "operation_mapping=" in message and "Nothing was written" in message
     assert cl.version() == version
 
-    # Mapped, they pass: x\'y is an upsert (a Jinja literal in the config), 'truncate' ignored.
-    path.write_text(model(operation_mapping=r"{'c': 'upsert', 'x\\\'y': 'upsert', 'd': 'delete', 'truncate': 'ignore'}")["customers"])
+    # Mapped, they pass: the odd value is an upsert, 'truncate' ignored (a Python dict's repr is
+    # also a Jinja literal).
+    path.write_text(model(operation_mapping=repr({"c": "upsert", odd: "upsert", "d": "delete", "truncate": "ignore"}))["customers"])
     cl.run()
     assert cl.output() == {"1": ("ann", 1), "2": ("bob", 2)}
 
