@@ -96,6 +96,8 @@ def test_input_without_history_is_an_error_unless_recompute_is_chosen(project_wi
     fk.put_right(("r1", "x"))
     fk.run()
     assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x"}
+    # The run log keeps the reason as the run gave it, quotes included.
+    assert fk.last_run_log("joined")["fallback_reason"] == "input without history, on_missing_history='recompute'"
 
 
 def test_history_vacuumed_past_the_highwater_says_to_full_refresh(project_with, spark):

@@ -40,8 +40,9 @@
   {%- set full_reason = none -%}
   {%- if load_cached_relation(this) is none -%}{%- set full_reason = 'first run' -%}
   {%- elif should_full_refresh() -%}{%- set full_reason = '--full-refresh' -%}
-  {%- elif none in consumed.values() or missing_state -%}{%- set full_reason = 'no highwater or state' -%}
+  {#- An input without history is never recorded as consumed: its reason comes first. -#}
   {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
+  {%- elif none in consumed.values() or missing_state -%}{%- set full_reason = 'no highwater or state' -%}
   {%- endif -%}
   {%- set retry = namespace(found=false) -%}
   {%- for name in versions if highwater.get(name, {}).get('pending') is not none -%}{%- set retry.found = true -%}{%- endfor -%}

@@ -25,7 +25,7 @@
     duration_s double,
     mode string comment 'incremental, full_refresh or fallback',
     fallback_reason string comment 'why a full recompute was chosen instead of an incremental run',
-    versions_read string comment 'JSON: input relation -> [from version, to version]',
+    versions_read string comment 'JSON: relation -> the Delta version this run read (inputs and pinned state)',
     rows_read bigint comment 'change rows read from all inputs',
     affected_keys bigint comment 'output keys recomputed',
     rows_inserted bigint,
@@ -59,7 +59,7 @@
     insert into {{ incremental_joins.run_log_relation() }} values (
       '{{ invocation_id }}', '{{ model.name }}', '{{ this }}', '{{ operator }}',
       timestamp'{{ started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}', current_timestamp(), {{ duration }},
-      '{{ stats.mode }}', {{ "'" ~ stats.fallback_reason | replace("'", "") ~ "'" if stats.get('fallback_reason') else 'null' }},
+      '{{ stats.mode }}', {{ incremental_joins.string_literal(stats.get('fallback_reason') or none) }},
       '{{ tojson(stats.versions_read) }}', {{ values | join(', ') }}
     )
   {%- endcall %}
