@@ -93,6 +93,20 @@ def test_right_update_reaches_every_referencing_left_row_and_only_those(fk):
     assert fk.last_run_log("fk_inner")["fan_out"] == 2
 
 
+def test_right_update_skips_left_rows_that_moved_away(fk):
+    # k1's index entry for r1 is superseded by its move to r2: a later change of r1 reaches k2 only.
+    fk.put_right(("r1", "x"), ("r2", "y"))
+    fk.put_left(("k1", "a", "r1"), ("k2", "b", "r1"))
+    fk.run()
+    fk.put_left(("k1", "a", "r2"))
+    fk.run()
+    fk.put_right(("r1", "x2"))
+    fk.run()
+    assert fk.output("fk_inner") == {"k1": ("a", "r2", "y"), "k2": ("b", "r1", "x2")}
+    assert fk.output_changes("fk_inner") == {("update_postimage", "k2")}
+    assert fk.last_run_log("fk_inner")["fan_out"] == 1
+
+
 def test_left_and_right_deletes(fk):
     fk.put_right(("r1", "x"), ("r2", "y"))
     fk.put_left(("k1", "a", "r1"), ("k2", "b", "r2"))
