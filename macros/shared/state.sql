@@ -39,10 +39,13 @@
 
 {#- An intermediate result of this run (changed keys, affected keys, recomputed rows), computed
     once and read by several statements. It is never state: a retried run computes it again from
-    the same pinned versions. Returns the name to select from. -#}
-{% macro stage(suffix, sql) %}
+    the same pinned versions. Returns the name to select from. `eager`: computed at once (a
+    statement of its own) instead of by the first statement that reads it, so that Spark knows its
+    size when it plans that statement and broadcasts a few keys into a join with a large table
+    instead of shuffling the table. -#}
+{% macro stage(suffix, sql, eager=false) %}
   {%- set name = incremental_joins.staged_prefix() ~ suffix -%}
-  {% do adapter.dispatch('stage', 'incremental_joins')(name, sql) %}
+  {% do adapter.dispatch('stage', 'incremental_joins')(name, sql, eager) %}
   {%- set staged = incremental_joins.staged_views() -%}
   {%- do staged.pop(name, none) -%}
   {%- do staged.update({name: sql}) -%}
@@ -96,10 +99,11 @@
   {{ return(modules.re.search('(?<![\\w.])' ~ modules.re.escape(name | string | lower | replace('`', '')) ~ '(?!\\w)', text | lower | replace('`', '')) is not none) }}
 {% endmacro %}
 
-{#- Spark: a cached temporary view (memory, no Delta commit), cached lazily: the first statement
-    that reads it computes it, which saves a statement per stage. Every stage is read before the
-    run writes any table it reads (stages read the inputs and state at pinned versions, or a state
-    table before that table's MERGE), so lazy and eager caching hold the same rows. Not `CACHE
+{#- Spark: a cached temporary view (memory, no Delta commit), cached lazily unless `eager`: the
+    first statement that reads it computes it, which saves a statement per stage. Every stage is
+    read before the run writes any table it reads (stages read the inputs and state at pinned
+    versions, or a state table before that table's MERGE), so lazy and eager caching hold the same
+    rows. Not `CACHE
     TABLE x AS SELECT`: a view made that way loses track of the temporary views it reads, and a
     later statement that reads it fails with TABLE_OR_VIEW_NOT_FOUND.
     The view keeps its analyzed plan (spark.sql.legacy.storeAnalyzedPlanForView, set for its
@@ -109,16 +113,16 @@
     chain of stages. Same rows either way (the view is cached lazily, as above); measured on the
     stream_table_join crash test, the time of its dbt statements fell from 147 s to 113 s, on two
     foreign_key_join tests from 243 s to 221 s. -#}
-{% macro spark__stage(name, sql) %}
+{% macro spark__stage(name, sql, eager) %}
   {% do run_query('set spark.sql.legacy.storeAnalyzedPlanForView = true') %}
   {% call statement('stage_' ~ name) -%} create or replace temporary view {{ name }} as {{ sql }} {%- endcall %}
   {% do run_query('reset spark.sql.legacy.storeAnalyzedPlanForView') %}
-  {% do run_query('cache lazy table ' ~ name) %}
+  {% do run_query('cache ' ~ ('' if eager else 'lazy ') ~ 'table ' ~ name) %}
 {% endmacro %}
 
 {#- Databricks SQL warehouses do not support CACHE TABLE: a temporary view (Delta caching and
     Photon make the repeated reads cheap). -#}
-{% macro databricks__stage(name, sql) %}
+{% macro databricks__stage(name, sql, eager) %}
   {% call statement('stage_' ~ name) -%} create or replace temporary view {{ name }} as {{ sql }} {%- endcall %}
 {% endmacro %}
 
