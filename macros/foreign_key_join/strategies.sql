@@ -57,7 +57,7 @@
     knows both are few when it plans: each read of the index is one scan with the few keys
     broadcast. (An anti join against the whole index shuffled all of it: at 10M entries, the
     statement that read the affected keys took 6.6-7.7 s that way, 3.5-4.1 s this way with the
-    0.8-1.5 s of staging included, measured 2026-11-25.) -#}
+    1.3-1.5 s of staging the matched entries included, measured 2026-11-25.) -#}
 {% macro current_index_entries(cfg, index, right_keys, suffix) %}
   {%- set lk = cfg.left_key -%}
   {%- set matched = incremental_joins.stage(suffix, 'select i.* from ' ~ index ~ ' as i left semi join ' ~ right_keys ~ ' as r on ' ~ incremental_joins.fk_matches(cfg, 'i', 'r'), eager=true) -%}

@@ -103,9 +103,8 @@
     first statement that reads it computes it, which saves a statement per stage. Every stage is
     read before the run writes any table it reads (stages read the inputs and state at pinned
     versions, or a state table before that table's MERGE), so lazy and eager caching hold the same
-    rows. Not `CACHE
-    TABLE x AS SELECT`: a view made that way loses track of the temporary views it reads, and a
-    later statement that reads it fails with TABLE_OR_VIEW_NOT_FOUND.
+    rows. Not `CACHE TABLE x AS SELECT`: a view made that way loses track of the temporary views it
+    reads, and a later statement that reads it fails with TABLE_OR_VIEW_NOT_FOUND.
     The view keeps its analyzed plan (spark.sql.legacy.storeAnalyzedPlanForView, set for its
     creation only, then reset to the session's default): by default a temporary view keeps its SQL
     text, and every statement that reads it parses and analyses it again, through every stage it
