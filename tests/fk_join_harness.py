@@ -24,7 +24,7 @@ SOURCES = sources_yml("lhs", "rhs")
 
 MODEL = """
 {{{{ config(materialized='foreign_key_join', left_key='k', right_key='rk', foreign_key='fk',
-            join_type='{join_type}', output_key='{output_key}', full_recompute_above={threshold}) }}}}
+            join_type='{join_type}', output_key='{output_key}', full_recompute_above={threshold}{extra}) }}}}
 select {{{{ incremental_joins.output_key() }}}}, l.v, l.fk, r.rv
 from {{{{ incremental_joins.join(source('t', 'lhs'), source('t', 'rhs')) }}}}
 """
@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 
 def model(dbt, session):
     dbt.config(materialized="foreign_key_join", left_key="k", right_key="rk", foreign_key="fk",
-               join_type="{join_type}", output_key="{output_key}", full_recompute_above={threshold})
+               join_type="{join_type}", output_key="{output_key}", full_recompute_above={threshold}{extra})
     joined = dbt.join(dbt.source("t", "lhs"), dbt.source("t", "rhs"))
     return joined.select(*dbt.output_key(), "l.v", "l.fk", F.col("r.rv"))
 """
@@ -51,6 +51,10 @@ MODELS = {
     "fk_left_fallback": ("left", "left", 0),
     "fk_outer_py": ("outer", "combined", 10),
 }
+# Models whose output MERGE never broadcasts the changes (broadcast_changes_below=0); the others
+# always do (a test's changes are far below the default bound), so the randomized and crash tests
+# check both ways of writing.
+NO_BROADCAST = {"fk_left"}
 
 
 def runnable_models(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -76,7 +80,8 @@ class FkJoinProject:
         for name in models:
             join_type, output_key, threshold = MODELS[name]
             template, ext = (PY_MODEL, "py") if name.endswith("_py") else (MODEL, "sql")
-            files[f"models/{name}.{ext}"] = template.format(join_type=join_type, output_key=output_key, threshold=threshold)
+            extra = ", broadcast_changes_below=0" if name in NO_BROADCAST else ""
+            files[f"models/{name}.{ext}"] = template.format(join_type=join_type, output_key=output_key, threshold=threshold, extra=extra)
         project = scratch_project(files)
         schema = project.schema
         spark.sql(f"create or replace table {schema}.lhs (k string, v string, fk string) using delta")

@@ -38,6 +38,12 @@ def test_outer_join_needs_the_combined_key(project_with):
     assert "config 'output_key' (left) must be 'combined' when join_type is 'outer'" in message
 
 
+def test_negative_broadcast_bound(project_with):
+    fk = project_with(broadcast_changes_below="-1")
+    message = error_of(fk.run(check=False))
+    assert "joined: config 'broadcast_changes_below' (-1) must be a number of rows, 0 or more" in message
+
+
 def test_foreign_key_that_does_not_compile(project_with, spark):
     fk = project_with(foreign_key="'no_such_column'")
     fk.put_left(("k1", "a", "r1"))

@@ -20,10 +20,14 @@
   {%- if threshold is not number or threshold < 0 -%}
     {{ incremental_joins.config_error('full_recompute_above', threshold, 'must be a fraction of the left table, 0 or more', 'e.g. 0.3 recomputes everything when over 30% of the left rows are affected') }}
   {%- endif -%}
+  {%- set broadcast_below = incremental_joins.config_value('broadcast_changes_below', 1000000) -%}
+  {%- if broadcast_below is not number or broadcast_below < 0 -%}
+    {{ incremental_joins.config_error('broadcast_changes_below', broadcast_below, 'must be a number of rows, 0 or more', 'e.g. 1000000 broadcasts the changes into the output MERGE when at most a million keys are affected; 0 never does') }}
+  {%- endif -%}
   {{ return({
       'left_key': left_key, 'right_key': right_key, 'foreign_key': foreign_key,
       'join_type': join_type, 'output_key': output_key, 'key_columns': key_columns,
-      'full_recompute_above': threshold,
+      'full_recompute_above': threshold, 'broadcast_changes_below': broadcast_below,
       'on_missing_history': incremental_joins.require_choice('on_missing_history', ['error', 'recompute'], 'error'),
   }) }}
 {% endmacro %}

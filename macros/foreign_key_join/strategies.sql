@@ -201,7 +201,10 @@
       {#- Combined key: an affected left key's old output row has an old foreign key, found in the output. -#}
       {%- set stale = 'select g.* from (' ~ region ~ ') as g left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(cfg.key_columns, 'g', 'n') -%}
     {%- endif -%}
-    {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, columns, 'main') -%}
+    {#- The changes are broadcast into the MERGE up to broadcast_changes_below affected keys
+        (10M output rows, 1% changed: the MERGE 21.4-22.0 s -> 16.8-18.0 s). -#}
+    {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, columns, 'main',
+                                                      broadcast=plan.affected_keys <= cfg.broadcast_changes_below) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {#- The CombinedKey index follows the changed left rows (a subset of the affected ones): an
         entry each, appended. When right rows changed too, the staged left rows were found through

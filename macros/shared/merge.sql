@@ -4,8 +4,15 @@
     `stale_rows_sql` the target rows of that region that must go (their key is absent from the
     new rows). A row is updated only when some value differs (null-safe), so the target's Change
     Data Feed shows exactly the rows whose value changed. Keys match with `<=>`, so null key
-    parts (an outer join's missing side) are keys like any other. -#}
-{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none) %}
+    parts (an outer join's missing side) are keys like any other.
+
+    `broadcast`: the caller knows the source is small (its bound, not Spark's guess: Delta
+    materializes the source, and Spark then has no size for it). A BROADCAST hint on the source,
+    which Delta keeps through materializing it, makes the MERGE's joins that find the touched
+    files and the rows to mark deleted broadcast joins instead of sort-merge joins over the
+    whole target. The phase writing the new rows keeps its outer join, whose source side cannot
+    be the side broadcast. -#}
+{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false) %}
   {%- set values = [] -%}
   {%- for c in columns if c not in keys -%}{%- do values.append(c) -%}{%- endfor -%}
   {%- set unchanged = [] -%}
@@ -16,9 +23,11 @@
   {%- call statement(name, fetch_result=true) -%}
     merge into {{ target }} as t
     using (
+      select {% if broadcast %}/*+ BROADCAST */ {% endif %}* from (
       select {{ incremental_joins.column_list(columns) }}, false as __ij_delete from ({{ new_rows_sql }}) as n
       union all
       select {{ incremental_joins.column_list(columns) }}, true as __ij_delete from ({{ stale_rows_sql }}) as o
+      ) as c
     ) as s
     on {{ incremental_joins.keys_match(keys, 't', 's') }}
     when matched and s.__ij_delete then delete
