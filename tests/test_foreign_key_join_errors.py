@@ -38,10 +38,15 @@ def test_outer_join_needs_the_combined_key(project_with):
     assert "config 'output_key' (left) must be 'combined' when join_type is 'outer'" in message
 
 
-def test_negative_broadcast_bound(project_with):
-    fk = project_with(broadcast_changes_below="-1")
+@pytest.mark.parametrize("key, value, rule", [
+    ("broadcast_changes_below", "-1", "must be a number of rows, 0 or more"),
+    ("full_recompute_above", "-0.5", "must be a fraction of the left table, 0 or more"),
+    ("full_recompute_above", "'lots'", "must be a fraction of the left table, 0 or more"),
+], ids=["negative_broadcast_bound", "negative_threshold", "threshold_not_a_number"])
+def test_bounds_must_be_non_negative_numbers(project_with, key, value, rule):
+    fk = project_with(**{key: value})
     message = error_of(fk.run(check=False))
-    assert "joined: config 'broadcast_changes_below' (-1) must be a number of rows, 0 or more" in message
+    assert f"joined: config '{key}' ({value.strip(chr(39))}) {rule}" in message
 
 
 def test_foreign_key_that_does_not_compile(project_with, spark):

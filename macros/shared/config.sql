@@ -39,6 +39,15 @@
   {{ return(value) }}
 {% endmacro %}
 
+{#- A number config that must be 0 or more (a bound or a fraction); `rule` says what it counts. -#}
+{% macro non_negative_config(key, default, rule, fix) %}
+  {%- set value = incremental_joins.config_value(key, default) -%}
+  {%- if value is not number or value < 0 -%}
+    {{ incremental_joins.config_error(key, value, rule, fix) }}
+  {%- endif -%}
+  {{ return(value) }}
+{% endmacro %}
+
 {#- Comma-joined, backtick-quoted column list; with a prefix, qualified by that alias. -#}
 {% macro column_list(columns, prefix=none) %}
   {%- set out = [] -%}
