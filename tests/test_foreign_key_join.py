@@ -136,3 +136,36 @@ def test_identical_right_reput_writes_nothing(fk):
     fk.run()
     assert fk.output_changes("fk_inner") == set()
     assert fk.last_run_log("fk_inner")["affected_keys"] == 1
+
+
+def test_left_keys_renamed_and_overwritten_within_one_commit(fk):
+    """The index follows the left input's changes read from its change feed: a key's newest change
+    decides, and within one commit an update's pre-image of a key yields to a post-image or insert
+    of the same key (a key renamed onto another, a table overwritten). Right rows change in the
+    same runs, so each run also fans out through the index it appends to."""
+    fk.put_right(("r1", "x"), ("r2", "y"))
+    fk.put_left(("k1", "a", "r1"), ("k2", "b", "r2"), ("k3", "c", "r1"))
+    fk.run()
+    # One commit: k1 renamed to k9, and k2 renamed to k1 (k1's pre-image and a post-image of k1).
+    fk.spark.sql(f"update {fk.schema}.lhs set k = case k when 'k1' then 'k9' else 'k1' end where k in ('k1', 'k2')")
+    fk.put_right(("r1", "x2"))
+    fk.run()
+    left = {"k1": ("b", "r2", "y"), "k3": ("c", "r1", "x2"), "k9": ("a", "r1", "x2")}
+    assert fk.output("fk_left") == left
+    for model in ("fk_inner", "fk_left"):
+        assert fk.index(model)[0] == {"k1": "r2", "k3": "r1", "k9": "r1"}, model
+    fk.put_right(("r1", "x3"), ("r2", "y2"))
+    fk.run()
+    assert fk.output("fk_inner") == {"k1": ("b", "r2", "y2"), "k3": ("c", "r1", "x3"), "k9": ("a", "r1", "x3")}
+    # One commit rewrites the whole table (a delete and an insert of k1 and of k3 in one version):
+    # k9 is gone, k1 and k3 move.
+    fk.spark.sql(f"insert overwrite {fk.schema}.lhs values ('k1', 'b', 'r1'), ('k3', 'c', 'r2')")
+    fk.put_right(("r2", "y3"))
+    fk.run()
+    assert fk.output("fk_left") == {"k1": ("b", "r1", "x3"), "k3": ("c", "r2", "y3")}
+    for model in ("fk_inner", "fk_left"):
+        assert fk.index(model)[0] == {"k1": "r1", "k3": "r2"}, model
+    fk.put_right(("r1", "x4"))
+    fk.run()
+    assert fk.output("fk_inner") == {"k1": ("b", "r1", "x4"), "k3": ("c", "r2", "y3")}
+    assert fk.last_run_log("fk_inner")["fan_out"] == 1
