@@ -22,11 +22,9 @@
   {%- if plan.mode != 'cdf' -%}
     {{ return(incremental_joins.rows_of_keys(incremental_joins.pinned(name, to_version), keys_relation, keys)) }}
   {%- endif -%}
-  {%- set relation = incremental_joins.parse_relation(name) -%}
   {%- set present = "_change_type in ('insert', 'update_postimage')" -%}
   {{ return("select * except (_change_type, _commit_version, _commit_timestamp, __ij_newest) from (select *, row_number() over (partition by "
-            ~ incremental_joins.column_list(keys) ~ " order by _commit_version desc, " ~ present ~ " desc) as __ij_newest from table_changes('"
-            ~ relation.schema ~ "." ~ relation.identifier ~ "', " ~ (from_version + 1) ~ ", " ~ to_version ~ ")) as c where __ij_newest = 1 and " ~ present) }}
+            ~ incremental_joins.column_list(keys) ~ " order by _commit_version desc, " ~ present ~ " desc) as __ij_newest from " ~ incremental_joins.table_changes_sql(name, from_version, to_version) ~ ") as c where __ij_newest = 1 and " ~ present) }}
 {% endmacro %}
 
 {#- Left key and foreign key of each left row in `left_rows_sql` that has a (non-null) foreign key. -#}

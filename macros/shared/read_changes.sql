@@ -93,13 +93,19 @@
   {{ return(ok) }}
 {% endmacro %}
 
+{#- `table_changes(...)` of input `name` for the commits after `from_version`, up to `to_version`
+    (to the latest when none): the Change Data Feed read every operator shares. -#}
+{% macro table_changes_sql(name, from_version, to_version=none) %}
+  {%- set relation = incremental_joins.parse_relation(name) -%}
+  {{ return("table_changes('" ~ relation.schema ~ "." ~ relation.identifier ~ "', " ~ (from_version + 1) ~ (", " ~ to_version if to_version is not none else "") ~ ")") }}
+{% endmacro %}
+
 {#- The keys of every row that changed in (from_version, to_version], each once. -#}
 {% macro changed_keys_sql(name, keys, plan, from_version, to_version) %}
   {%- set cols = incremental_joins.column_list(keys) -%}
   {%- if plan.mode == 'cdf' -%}
-    {%- set relation = incremental_joins.parse_relation(name) -%}
     select distinct {{ cols }}
-    from table_changes('{{ relation.schema }}.{{ relation.identifier }}', {{ from_version + 1 }}, {{ to_version }})
+    from {{ incremental_joins.table_changes_sql(name, from_version, to_version) }}
   {%- else -%}
     select distinct {{ cols }} from (
       (select * from {{ name }} version as of {{ to_version }} except select * from {{ name }} version as of {{ from_version }})

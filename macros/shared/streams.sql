@@ -26,8 +26,7 @@
 {#- The records of the plan: the input's columns plus _ij_commit_version and _ij_commit_timestamp. -#}
 {% macro stream_records_sql(name, plan) %}
   {%- if plan.mode == 'cdf' -%}
-    {%- set relation = incremental_joins.parse_relation(name) -%}
-    {{ return("select * except (_change_type, _commit_version, _commit_timestamp), _commit_version as _ij_commit_version, _commit_timestamp as _ij_commit_timestamp from table_changes('" ~ relation.schema ~ "." ~ relation.identifier ~ "', " ~ (plan.from + 1) ~ (", " ~ plan.to if plan.to is not none else '') ~ ") where _change_type = 'insert'") }}
+    {{ return("select * except (_change_type, _commit_version, _commit_timestamp), _commit_version as _ij_commit_version, _commit_timestamp as _ij_commit_timestamp from " ~ incremental_joins.table_changes_sql(name, plan.from, plan.to) ~ " where _change_type = 'insert'") }}
   {%- endif -%}
   {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _ij_commit_version, ' ~ plan.to_timestamp ~ ' as _ij_commit_timestamp' -%}
   {%- if plan.mode == 'diff' -%}

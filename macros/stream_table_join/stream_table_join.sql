@@ -109,14 +109,13 @@
   {%- set deleted = 'coalesce(' ~ cfg.table_deleted ~ ', false)' if cfg.table_deleted else 'false' -%}
   {%- set keys = incremental_joins.column_list(cfg.table_key) -%}
   {%- if plan.mode == 'cdf' -%}
-    {%- set relation = incremental_joins.parse_relation(name) -%}
     {%- set raw -%}
       select * except (_change_type, _commit_version, _commit_timestamp, __ij_pref) from (
         select c.*,
           case when _change_type = 'delete' then _commit_timestamp else {{ ts or '_commit_timestamp' }} end as __ij_ts,
           _change_type = 'delete' or {{ deleted }} as __ij_tomb, _commit_version as __ij_cv,
           row_number() over (partition by {{ keys }}, _commit_version order by case when _change_type = 'delete' then 1 else 0 end) as __ij_pref
-        from table_changes('{{ relation.schema }}.{{ relation.identifier }}', {{ plan.from + 1 }}, {{ plan.to }}) as c
+        from {{ incremental_joins.table_changes_sql(name, plan.from, plan.to) }} as c
         where _change_type in ('insert', 'update_postimage', 'delete')
       ) as c where __ij_pref = 1
     {%- endset -%}
