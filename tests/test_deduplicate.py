@@ -108,6 +108,26 @@ def test_seed_examples_in_one_run_and_record_by_record(scratch_project, spark):
     check_examples(many)
 
 
+def test_store_entries_expire_by_their_own_partitions_stream_time(scratch_project, spark):
+    """A run purges the store entries that expired against the stream time of their own partition
+    (a partition name with a quote in it), and keeps those of a partition whose time stood still."""
+    stream = Stream(scratch_project, spark, {"dedup_key": MODELS["dedup_key"]})
+
+    def store() -> set:
+        return {(r["__ij_part"], r["k"]) for r in spark.table(f"{stream.schema}.dedup_key__ij_store").collect()}
+
+    stream.append(("p1", "a", None, 100), ("o'b", "b", None, 100))
+    stream.run()
+    assert store() == {("p1", "a"), ("o'b", "b")}
+    stream.append(("p1", "c", None, 200))   # p1 at 200: a (100) expired; o'b still at 100
+    stream.run()
+    assert store() == {("p1", "c"), ("o'b", "b")}
+    stream.append(("o'b", "b", None, 105), ("p1", "a", None, 195))
+    stream.run()    # b: within 10 s of its kept entry, dropped; a: its entry gone, forwarded
+    assert stream.forwarded("dedup_key") == [0, 1, 2, 4]
+    assert store() == {("p1", "a"), ("p1", "c"), ("o'b", "b")}
+
+
 MODES = {   # model -> (config, reference arguments)
     "by_key": ("key='k'", {"by_key": True, "by_id": False}),
     "by_key_and_id": ("key='k', id='id'", {"by_key": True, "by_id": True}),

@@ -141,8 +141,9 @@
           'select t.* from ' ~ this ~ ' as t left semi join (select * from ' ~ applied ~ " where __ij_kind = 'delete') as d on " ~ incremental_joins.keys_match(keys, 't', 'd'),
           keys, keys + events['values'], 'main') -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
-    {%- set stale_state = 'select s.* from ' ~ sequences ~ ' as s left anti join ' ~ applied ~ ' as a on ' ~ incremental_joins.keys_match(keys, 's', 'a') ~ ' where s.__ij_deleted and s.__ij_commit_ts < ' ~ cutoff -%}
-    {%- do incremental_joins.merge_changes(sequences, state_sql ~ applied, stale_state, keys, state_columns) -%}
+    {#- Tombstones past retention go in the same MERGE: those of keys without events in this run
+        (the others take their new state). -#}
+    {%- do incremental_joins.merge_changes(sequences, state_sql ~ applied, none, keys, state_columns, purge='t.__ij_deleted and t.__ij_commit_ts < ' ~ cutoff) -%}
     {%- set applied_count = incremental_joins.scalar('select count(*) from ' ~ applied) -%}
     {%- set mode = 'incremental' -%}
   {%- else -%}

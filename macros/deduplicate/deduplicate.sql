@@ -133,8 +133,10 @@
   {%- set counts = run_query('select (select count(*) from ' ~ records ~ '), (select count(*) from (' ~ forwarded ~ ') as f), (select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records ~ ')').rows[0] -%}
   {%- set clock_rows = 'select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1' -%}
   {%- set expired = 'x.__ij_state < c.stream_time - ' ~ cfg.interval if cfg.strategy == 'interval' else 'false' -%}
-  {%- set state_rows = 'select ' ~ incremental_joins.column_list(dk) ~ ', __ij_part, __ij_state from ' ~ folded ~ ' where __ij_state is not null' -%}
-  {%- set live = 'select x.* from (' ~ state_rows ~ ') as x left join (' ~ clock_rows ~ ') as c on c.part = x.__ij_part where not coalesce(' ~ expired ~ ', false)' -%}
+  {#- Each dedup key's new state, and whether it expired (then it is not stored). -#}
+  {%- set aged = 'select ' ~ incremental_joins.column_list(dk, 'x') ~ ', x.__ij_part, x.__ij_state, coalesce(' ~ expired ~ ', false) as __ij_expired from ' ~ folded
+        ~ ' as x left join (' ~ clock_rows ~ ') as c on c.part = x.__ij_part where x.__ij_state is not null' -%}
+  {%- set live = 'select * except (__ij_expired) from (' ~ aged ~ ') as a where not __ij_expired' -%}
   {%- if full -%}
     {#- An append-only output cannot be merged from a recompute: it is re-created. -#}
     {%- do incremental_joins.create_output(forwarded, [], none) -%}
@@ -157,17 +159,27 @@
   {%- endif -%}
   {#- Stream time and store change only when records arrived. -#}
   {%- if not full and counts[0] > 0 -%}
-    {#- Stale store entries: those of keys whose new state is not live, and those that expired. -#}
-    {%- set stale = 'select x.* from ' ~ store ~ ' as x left semi join (' ~ state_rows ~ ') as n on ' ~ incremental_joins.keys_match(key, 'x', 'n')
-          ~ ' union select x.* from ' ~ store ~ ' as x join (' ~ clock_rows ~ ') as c on c.part = x.__ij_part where ' ~ expired -%}
-    {%- set stale = 'select s.* from (' ~ stale ~ ') as s left anti join (' ~ live ~ ') as l on ' ~ incremental_joins.keys_match(key, 's', 'l') -%}
-    {%- do incremental_joins.merge_changes(store, live, stale, key, dk + ['__ij_part', '__ij_state']) -%}
+    {#- The new stream time per partition, read once: the constants the store's purge and the
+        clock's rows are written with. -#}
+    {%- set new_times = run_query('select part, unix_micros(stream_time) from (' ~ clock_rows ~ ') as c').rows -%}
+    {#- Stale store entries: those of keys whose new state expired (they are in the source), and
+        the expired entries of keys without records in this run (purged by the MERGE's pass over
+        the store, against this run's stream time of their partition). -#}
+    {%- set purge = none -%}
+    {%- if cfg.strategy == 'interval' -%}
+      {%- set times = [] -%}
+      {%- for part, micros in new_times if part is not none -%}
+        {%- do times.append('when ' ~ incremental_joins.string_literal(part) ~ ' then timestamp_micros(' ~ micros ~ ')') -%}
+      {%- endfor -%}
+      {%- set purge = 't.__ij_state < (case t.__ij_part ' ~ times | join(' ') ~ ' end) - ' ~ cfg.interval if times else none -%}
+    {%- endif -%}
+    {%- set stale = 'select * except (__ij_expired) from (' ~ aged ~ ') as a where __ij_expired' -%}
+    {%- do incremental_joins.merge_changes(store, live, stale, key, dk + ['__ij_part', '__ij_state'], purge=purge) -%}
     {#- Then stream time (the staged records read the clock: written first, it would make Spark
         drop them and the store MERGE compute them again). Its new rows, one per partition, are
-        read first and written as constants, so that no staged view reads the clock while it is
-        overwritten (see release_staged_reading): measured at 100k rows, 0.7 s instead of 2.4 s.
-        A few rows: overwritten whole (cheaper than a MERGE), partitions without records kept. -#}
-    {%- set new_times = run_query('select part, unix_micros(stream_time) from (' ~ clock_rows ~ ') as c').rows -%}
+        written as constants, so that no staged view reads the clock while it is overwritten
+        (see release_staged_reading): measured at 100k rows, 0.7 s instead of 2.4 s. A few rows:
+        overwritten whole (cheaper than a MERGE), partitions without records kept. -#}
     {%- set clock_rows = 'select part, timestamp_micros(stream_time) as stream_time from (' ~ incremental_joins.values_sql(new_times, ['part', 'stream_time'], ['string', 'bigint']) ~ ') as c' -%}
     {%- do incremental_joins.release_staged_reading(clock) -%}
     {%- call statement('stream_time') -%}

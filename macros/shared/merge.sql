@@ -11,8 +11,14 @@
     which Delta keeps through materializing it, makes the MERGE's joins that find the touched
     files and the rows to mark deleted broadcast joins instead of sort-merge joins over the
     whole target. The phase writing the new rows keeps its outer join, whose source side cannot
-    be the side broadcast. -#}
-{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false) %}
+    be the side broadcast.
+
+    `purge`: a condition on the target's columns (alias `t`, constants only: Delta takes no
+    subquery there) deleting the target rows the source does not name (`when not matched by
+    source`), such as state entries that expired. The MERGE then joins every target row, which
+    finds them in the same pass instead of a query of stale rows that scans the target again.
+    `stale_rows_sql` may then be none. -#}
+{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none) %}
   {%- set values = [] -%}
   {%- for c in columns if c not in keys -%}{%- do values.append(c) -%}{%- endfor -%}
   {%- set unchanged = [] -%}
@@ -25,8 +31,10 @@
     using (
       select {% if broadcast %}/*+ BROADCAST */ {% endif %}* from (
       select {{ incremental_joins.column_list(columns) }}, false as __ij_delete from ({{ new_rows_sql }}) as n
+      {%- if stale_rows_sql is not none %}
       union all
       select {{ incremental_joins.column_list(columns) }}, true as __ij_delete from ({{ stale_rows_sql }}) as o
+      {%- endif %}
       ) as c
     ) as s
     on {{ incremental_joins.keys_match(keys, 't', 's') }}
@@ -34,6 +42,7 @@
     {% if values %}when matched and not ({{ unchanged | join(' and ') }}) then update set {{ assignments | join(', ') }}{% endif %}
     when not matched and not s.__ij_delete then insert ({{ incremental_joins.column_list(columns) }})
       values ({{ incremental_joins.column_list(columns, 's') }})
+    {% if purge %}when not matched by source and ({{ purge }}) then delete{% endif %}
   {%- endcall -%}
   {#- Delta's MERGE returns its counts as its result (no commit at all when it changes nothing). -#}
   {%- set counts = load_result(name).table -%}
