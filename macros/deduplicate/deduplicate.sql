@@ -132,10 +132,13 @@
   {%- set forwarded = 'select ' ~ exprs | join(', ') ~ ' from ' ~ records ~ ' as r where r.__ij_null_key or r.__ij_rid in (select explode(__ij_forwarded) from ' ~ folded ~ ')' -%}
   {%- set counts = run_query('select (select count(*) from ' ~ records ~ '), (select count(*) from (' ~ forwarded ~ ') as f), (select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records ~ ')').rows[0] -%}
   {%- set clock_rows = 'select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1' -%}
-  {%- set expired = 'x.__ij_state < c.stream_time - ' ~ cfg.interval if cfg.strategy == 'interval' else 'false' -%}
+  {#- The new stream time per partition, read once when records arrived: the constants that the
+      expiry of new states, the store's purge and the clock's new rows are written with. -#}
+  {%- set new_times = run_query('select part, unix_micros(stream_time) from (' ~ clock_rows ~ ') as c').rows if counts[0] > 0 else [] -%}
+  {%- set expired = incremental_joins.dedup_expired(cfg, 'x', new_times) -%}
   {#- Each dedup key's new state, and whether it expired (then it is not stored). -#}
-  {%- set aged = 'select ' ~ incremental_joins.column_list(dk, 'x') ~ ', x.__ij_part, x.__ij_state, coalesce(' ~ expired ~ ', false) as __ij_expired from ' ~ folded
-        ~ ' as x left join (' ~ clock_rows ~ ') as c on c.part = x.__ij_part where x.__ij_state is not null' -%}
+  {%- set aged = 'select ' ~ incremental_joins.column_list(dk, 'x') ~ ', x.__ij_part, x.__ij_state, coalesce(' ~ (expired or 'false') ~ ', false) as __ij_expired from ' ~ folded
+        ~ ' as x where x.__ij_state is not null' -%}
   {%- set live = 'select * except (__ij_expired) from (' ~ aged ~ ') as a where not __ij_expired' -%}
   {%- if full -%}
     {#- An append-only output cannot be merged from a recompute: it is re-created. -#}
@@ -159,22 +162,11 @@
   {%- endif -%}
   {#- Stream time and store change only when records arrived. -#}
   {%- if not full and counts[0] > 0 -%}
-    {#- The new stream time per partition, read once: the constants the store's purge and the
-        clock's rows are written with. -#}
-    {%- set new_times = run_query('select part, unix_micros(stream_time) from (' ~ clock_rows ~ ') as c').rows -%}
     {#- Stale store entries: those of keys whose new state expired (they are in the source), and
         the expired entries of keys without records in this run (purged by the MERGE's pass over
         the store, against this run's stream time of their partition). -#}
-    {%- set purge = none -%}
-    {%- if cfg.strategy == 'interval' -%}
-      {%- set times = [] -%}
-      {%- for part, micros in new_times if part is not none -%}
-        {%- do times.append('when ' ~ incremental_joins.string_literal(part) ~ ' then timestamp_micros(' ~ micros ~ ')') -%}
-      {%- endfor -%}
-      {%- set purge = 't.__ij_state < (case t.__ij_part ' ~ times | join(' ') ~ ' end) - ' ~ cfg.interval if times else none -%}
-    {%- endif -%}
-    {%- set stale = 'select * except (__ij_expired) from (' ~ aged ~ ') as a where __ij_expired' -%}
-    {%- do incremental_joins.merge_changes(store, live, stale, key, dk + ['__ij_part', '__ij_state'], purge=purge) -%}
+    {%- set stale = 'select * except (__ij_expired) from (' ~ aged ~ ') as a where __ij_expired' if expired else none -%}
+    {%- do incremental_joins.merge_changes(store, live, stale, key, dk + ['__ij_part', '__ij_state'], purge=incremental_joins.dedup_expired(cfg, 't', new_times)) -%}
     {#- Then stream time (the staged records read the clock: written first, it would make Spark
         drop them and the store MERGE compute them again). Its new rows, one per partition, are
         written as constants, so that no staged view reads the clock while it is overwritten
@@ -191,4 +183,15 @@
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
   {{ return({'mode': mode, 'rows_read': counts[0], 'rows_inserted': written.inserted,
              'dropped_duplicates': counts[0] - counts[1], 'late_records': counts[2] if cfg.strategy == 'interval' else 0}) }}
+{% endmacro %}
+
+{#- With strategy 'interval', whether the state of `alias`'s row expired against this run's stream
+    time of its partition (`new_times`: rows of partition and epoch microseconds), as a condition
+    on constants; none when nothing can expire (another strategy, or no records). -#}
+{% macro dedup_expired(cfg, alias, new_times) %}
+  {%- set whens = [] -%}
+  {%- for part, micros in new_times -%}
+    {%- do whens.append('when ' ~ incremental_joins.string_literal(part) ~ ' then timestamp_micros(' ~ micros ~ ')') -%}
+  {%- endfor -%}
+  {{ return(alias ~ '.__ij_state < (case ' ~ alias ~ '.__ij_part ' ~ whens | join(' ') ~ ' end) - ' ~ cfg.interval if cfg.strategy == 'interval' and whens else none) }}
 {% endmacro %}
