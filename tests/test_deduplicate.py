@@ -110,28 +110,34 @@ def test_seed_examples_in_one_run_and_record_by_record(scratch_project, spark):
 
 def test_store_entries_expire_by_their_own_partitions_stream_time(scratch_project, spark):
     """A run purges the store entries that expired against the stream time of their own partition
-    (a partition name with a quote in it), and keeps those of a partition whose time stood still."""
-    stream = Stream(scratch_project, spark, {"dedup_key": MODELS["dedup_key"]})
+    (a partition name with a quote in it), and keeps those of a partition whose time stood still.
+    Both ways of writing the store: rewritten whole (a small store, the default) and MERGEd."""
+    models = {"dedup_key": MODELS["dedup_key"], "dedup_merged": MODELS["dedup_key"].replace("key='k',", "key='k', replace_state_below=0,")}
+    stream = Stream(scratch_project, spark, models)
 
-    def store() -> set:
-        return {(r["__ij_part"], r["k"]) for r in spark.table(f"{stream.schema}.dedup_key__ij_store").collect()}
+    def check_store(expected: set) -> None:
+        for name in models:
+            assert {(r["__ij_part"], r["k"]) for r in spark.table(f"{stream.schema}.{name}__ij_store").collect()} == expected, name
 
     stream.append(("p1", "a", None, 100), ("o'b", "b", None, 100))
     stream.run()
-    assert store() == {("p1", "a"), ("o'b", "b")}
+    check_store({("p1", "a"), ("o'b", "b")})
     stream.append(("p1", "c", None, 200))   # p1 at 200: a (100) expired; o'b still at 100
     stream.run()
-    assert store() == {("p1", "c"), ("o'b", "b")}
+    check_store({("p1", "c"), ("o'b", "b")})
     stream.append(("o'b", "b", None, 105), ("p1", "a", None, 195))
     stream.run()    # b: within 10 s of its kept entry, dropped; a: its entry gone, forwarded
-    assert stream.forwarded("dedup_key") == [0, 1, 2, 4]
-    assert store() == {("p1", "a"), ("p1", "c"), ("o'b", "b")}
+    for name in models:
+        assert stream.forwarded(name) == [0, 1, 2, 4], name
+    check_store({("p1", "a"), ("p1", "c"), ("o'b", "b")})
 
 
 MODES = {   # model -> (config, reference arguments)
     "by_key": ("key='k'", {"by_key": True, "by_id": False}),
     "by_key_and_id": ("key='k', id='id'", {"by_key": True, "by_id": True}),
     "by_id": ("id='id'", {"by_key": False, "by_id": True}),
+    # The store MERGEd instead of rewritten whole (the default for a store this small).
+    "by_key_and_id_merged": ("key='k', id='id', replace_state_below=0", {"by_key": True, "by_id": True}),
 }
 
 
@@ -203,6 +209,7 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
         ("key='k', interval='-5 seconds', event_time='ts'", "d: config 'interval' (-5 seconds) is negative"),
         ("key='k', interval='soon', event_time='ts'", "d: config 'interval' (soon) is not a duration"),
         ("interval='10 seconds', event_time='ts'", "d: config 'key' (not set) or config id must be set"),
+        ("key='k', interval='10 seconds', event_time='ts', replace_state_below=-1", "d: config 'replace_state_below' (-1) must be a number of store entries"),
     ]:
         path.write_text(f"{{{{ config(materialized='deduplicate', {config}) }}}}\n{BODY}")
         assert expected in error_of(stream.run(check=False)), config

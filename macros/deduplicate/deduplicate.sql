@@ -130,7 +130,8 @@
     {%- do exprs.append('r.' ~ adapter.quote(c.name) ~ ' as ' ~ adapter.quote(name)) -%}
   {%- endfor -%}
   {%- set forwarded = 'select ' ~ exprs | join(', ') ~ ' from ' ~ records ~ ' as r where r.__ij_null_key or r.__ij_rid in (select explode(__ij_forwarded) from ' ~ folded ~ ')' -%}
-  {%- set counts = run_query('select (select count(*) from ' ~ records ~ '), (select count(*) from (' ~ forwarded ~ ') as f), (select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records ~ ')').rows[0] -%}
+  {%- set counts = run_query('select (select count(*) from ' ~ records ~ '), (select count(*) from (' ~ forwarded ~ ') as f), (select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records ~ ')'
+        ~ ((', (select count(*) from ' ~ store ~ ')') if not full else '')).rows[0] -%}
   {%- set clock_rows = 'select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1' -%}
   {#- The new stream time per partition, read once when records arrived: the constants that the
       expiry of new states, the store's purge and the clock's new rows are written with. -#}
@@ -166,7 +167,9 @@
         the expired entries of keys without records in this run (purged by the MERGE's pass over
         the store, against this run's stream time of their partition). -#}
     {%- set stale = 'select * except (__ij_expired) from (' ~ aged ~ ') as a where __ij_expired' if expired else none -%}
-    {%- do incremental_joins.merge_changes(store, live, stale, key, dk + ['__ij_part', '__ij_state'], purge=incremental_joins.dedup_expired(cfg, 't', new_times)) -%}
+    {#- A store of at most replace_state_below entries is rewritten whole instead (cheaper). -#}
+    {%- do incremental_joins.merge_changes(store, live, stale, key, dk + ['__ij_part', '__ij_state'], purge=incremental_joins.dedup_expired(cfg, 't', new_times),
+                                           replace=counts[3] <= cfg.replace_state_below) -%}
     {#- Then stream time (the staged records read the clock: written first, it would make Spark
         drop them and the store MERGE compute them again). Its new rows, one per partition, are
         written as constants, so that no staged view reads the clock while it is overwritten

@@ -17,8 +17,14 @@
     subquery there) deleting the target rows the source does not name (`when not matched by
     source`), such as state entries that expired. The MERGE then joins every target row, which
     finds them in the same pass instead of a query of stale rows that scans the target again.
-    `stale_rows_sql` may then be none. -#}
-{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none) %}
+    `stale_rows_sql` may then be none.
+
+    `replace`: for a state table small enough that rewriting it whole is cheaper than a MERGE's
+    two passes (a small table still pays the MERGE's fixed cost, about 1.5 s here): the same
+    change written as one `insert overwrite` of the target's rows whose key is in neither the new
+    nor the stale rows and that `purge` does not delete, plus the new rows. Not change-minimal
+    (every row is rewritten), so never for an output; returns none instead of counts. -#}
+{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none, replace=false) %}
   {%- set values = [] -%}
   {%- for c in columns if c not in keys -%}{%- do values.append(c) -%}{%- endfor -%}
   {%- set unchanged = [] -%}
@@ -26,6 +32,19 @@
   {%- set assignments = [] -%}
   {%- for c in values -%}{%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}{%- endfor -%}
   {%- set name = statement_name or 'merge_' ~ target.identifier -%}
+  {%- if replace -%}
+    {%- set named = ['select ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ new_rows_sql ~ ') as n'] -%}
+    {%- if stale_rows_sql is not none -%}{%- do named.append('select ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ stale_rows_sql ~ ') as o') -%}{%- endif -%}
+    {%- call statement(name) -%}
+      insert overwrite {{ target }}
+      select {{ incremental_joins.column_list(columns, 't') }} from {{ target }} as t
+        left anti join ({{ named | join(' union all ') }}) as s on {{ incremental_joins.keys_match(keys, 't', 's') }}
+        {% if purge %}where not coalesce(({{ purge }}), false){% endif %}
+      union all
+      select {{ incremental_joins.column_list(columns) }} from ({{ new_rows_sql }}) as n
+    {%- endcall -%}
+    {{ return(none) }}
+  {%- endif -%}
   {%- call statement(name, fetch_result=true) -%}
     merge into {{ target }} as t
     using (
