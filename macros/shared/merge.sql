@@ -22,21 +22,15 @@
     `replace`: for a state table small enough that rewriting it whole is cheaper than a MERGE's
     two passes (a small table still pays the MERGE's fixed cost, about 1.5 s here): the same
     change written as one `insert overwrite` of the target's rows whose key is in neither the new
-    nor the stale rows and that `purge` does not delete, plus the new rows. Not change-minimal
+    nor the stale rows and that `purge` does not delete, plus the new rows, by column name. Not change-minimal
     (every row is rewritten), so never for an output; returns none instead of counts. -#}
 {% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none, replace=false) %}
-  {%- set values = [] -%}
-  {%- for c in columns if c not in keys -%}{%- do values.append(c) -%}{%- endfor -%}
-  {%- set unchanged = [] -%}
-  {%- for c in values -%}{%- do unchanged.append('t.' ~ adapter.quote(c) ~ ' <=> s.' ~ adapter.quote(c)) -%}{%- endfor -%}
-  {%- set assignments = [] -%}
-  {%- for c in values -%}{%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}{%- endfor -%}
   {%- set name = statement_name or 'merge_' ~ target.identifier -%}
   {%- if replace -%}
     {%- set named = ['select ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ new_rows_sql ~ ') as n'] -%}
     {%- if stale_rows_sql is not none -%}{%- do named.append('select ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ stale_rows_sql ~ ') as o') -%}{%- endif -%}
     {%- call statement(name) -%}
-      insert overwrite {{ target }}
+      insert overwrite {{ target }} ({{ incremental_joins.column_list(columns) }})
       select {{ incremental_joins.column_list(columns, 't') }} from {{ target }} as t
         left anti join ({{ named | join(' union all ') }}) as s on {{ incremental_joins.keys_match(keys, 't', 's') }}
         {% if purge %}where not coalesce(({{ purge }}), false){% endif %}
@@ -45,6 +39,12 @@
     {%- endcall -%}
     {{ return(none) }}
   {%- endif -%}
+  {%- set values = [] -%}
+  {%- for c in columns if c not in keys -%}{%- do values.append(c) -%}{%- endfor -%}
+  {%- set unchanged = [] -%}
+  {%- for c in values -%}{%- do unchanged.append('t.' ~ adapter.quote(c) ~ ' <=> s.' ~ adapter.quote(c)) -%}{%- endfor -%}
+  {%- set assignments = [] -%}
+  {%- for c in values -%}{%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}{%- endfor -%}
   {%- call statement(name, fetch_result=true) -%}
     merge into {{ target }} as t
     using (
