@@ -5,10 +5,13 @@
   {{ return(api.Relation.create(schema=this.schema, identifier=this.identifier ~ '__ij_' ~ suffix, type='table')) }}
 {% endmacro %}
 
-{#- Properties of every table the package writes: the Change Data Feed (SPEC property 4) and
-    deletion vectors (a MERGE marks deleted rows instead of rewriting whole files). -#}
-{% macro delta_tblproperties(extra={}) %}
-  {%- set props = ["'delta.enableChangeDataFeed' = 'true'", "'delta.enableDeletionVectors' = 'true'"] -%}
+{#- Properties of every table the package writes: deletion vectors (a MERGE marks deleted rows
+    instead of rewriting whole files) and, on outputs, the Change Data Feed (SPEC property 4).
+    State tables set it off explicitly (the embedded runtime turns it on for every new table):
+    nothing reads their changes, and with it on every MERGE that updates or deletes also writes
+    the changed rows again as change files. -#}
+{% macro delta_tblproperties(extra={}, change_feed=true) %}
+  {%- set props = ["'delta.enableChangeDataFeed' = '" ~ (change_feed | string | lower) ~ "'", "'delta.enableDeletionVectors' = 'true'"] -%}
   {%- for key, value in extra.items() -%}
     {%- do props.append("'" ~ key ~ "' = " ~ incremental_joins.string_literal(value)) -%}
   {%- endfor -%}
@@ -27,7 +30,7 @@
     create or replace table {{ relation }}
     using delta
     {% if cluster_by %}cluster by ({{ incremental_joins.column_list(cluster_by) }}){% endif %}
-    {{ incremental_joins.delta_tblproperties() }}
+    {{ incremental_joins.delta_tblproperties(change_feed=false) }}
     as {{ sql }}
   {%- endcall -%}
 {% endmacro %}
