@@ -63,6 +63,10 @@ def runnable_models(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(n for n in names if not (THRIFT and n.endswith("_py")))
 
 
+def tblproperties(spark, relation: str) -> dict[str, str]:
+    return {r.key: r.value for r in spark.sql(f"show tblproperties {relation}").collect()}
+
+
 def sql_literal(value: Any) -> str:
     """A Spark SQL literal of `value`: backslashes are escapes in Spark's string literals."""
     return "null" if value is None else "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"

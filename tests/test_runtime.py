@@ -10,16 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from fk_join_harness import tblproperties
 from incremental_joins.runtime import RuntimeSetupError, check_java, delta_jars
 
 SCHEMA = "ij_demo"
 # The integration project lives in the repository (its target/ and logs/ too): with several
 # pytest workers (thrift mode, -n 2), all of this module runs in one of them.
 pytestmark = pytest.mark.xdist_group("integration_project")
-
-
-def tblproperties(spark, relation: str) -> dict[str, str]:
-    return {r.key: r.value for r in spark.sql(f"show tblproperties {relation}").collect()}
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import error_of, failing_at, sources_yml, sql_literal
+from fk_join_harness import error_of, failing_at, sources_yml, sql_literal, tblproperties
 
 # The table `prices` (product, price, valid_from, deleted): one row per product; a version is a
 # row's state after a commit, `deleted` marks a tombstone at its valid_from. The stream `orders`
@@ -188,7 +188,7 @@ def test_worked_example(scratch_project, spark):
         assert j.output(name) == emitted[name], f"{name} after the hard delete"
     # The output keeps the Change Data Feed (SPEC property 4); state tables, whose changes nothing
     # reads, have it off.
-    feed = {name: {r.key: r.value for r in spark.sql(f"show tblproperties {j.schema}.{name}").collect()}.get("delta.enableChangeDataFeed")
+    feed = {name: tblproperties(spark, f"{j.schema}.{name}").get("delta.enableChangeDataFeed")
             for name in ("stj_left", "stj_left__ij_history", "stj_left__ij_buffer", "stj_left__ij_clock")}
     assert feed == {"stj_left": "true", "stj_left__ij_history": "false", "stj_left__ij_buffer": "false", "stj_left__ij_clock": "false"}
     # The append-only highwater was compacted on the way. A pin and an advance append a row per

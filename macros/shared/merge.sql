@@ -39,12 +39,11 @@
     {%- endcall -%}
     {{ return(none) }}
   {%- endif -%}
-  {%- set values = [] -%}
-  {%- for c in columns if c not in keys -%}{%- do values.append(c) -%}{%- endfor -%}
-  {%- set unchanged = [] -%}
-  {%- for c in values -%}{%- do unchanged.append('t.' ~ adapter.quote(c) ~ ' <=> s.' ~ adapter.quote(c)) -%}{%- endfor -%}
-  {%- set assignments = [] -%}
-  {%- for c in values -%}{%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}{%- endfor -%}
+  {%- set unchanged, assignments = [], [] -%}
+  {%- for c in columns if c not in keys -%}
+    {%- do unchanged.append('t.' ~ adapter.quote(c) ~ ' <=> s.' ~ adapter.quote(c)) -%}
+    {%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}
+  {%- endfor -%}
   {%- call statement(name, fetch_result=true) -%}
     merge into {{ target }} as t
     using (
@@ -58,7 +57,7 @@
     ) as s
     on {{ incremental_joins.keys_match(keys, 't', 's') }}
     when matched and s.__ij_delete then delete
-    {% if values %}when matched and not ({{ unchanged | join(' and ') }}) then update set {{ assignments | join(', ') }}{% endif %}
+    {% if assignments %}when matched and not ({{ unchanged | join(' and ') }}) then update set {{ assignments | join(', ') }}{% endif %}
     when not matched and not s.__ij_delete then insert ({{ incremental_joins.column_list(columns) }})
       values ({{ incremental_joins.column_list(columns, 's') }})
     {% if purge %}when not matched by source and ({{ purge }}) then delete{% endif %}

@@ -11,7 +11,7 @@
     nothing reads their changes, and with it on every MERGE that updates or deletes also writes
     the changed rows again as change files. -#}
 {% macro delta_tblproperties(extra={}, change_feed=true) %}
-  {%- set props = ["'delta.enableChangeDataFeed' = '" ~ (change_feed | string | lower) ~ "'", "'delta.enableDeletionVectors' = 'true'"] -%}
+  {%- set props = ["'delta.enableChangeDataFeed' = " ~ ("'true'" if change_feed else "'false'"), "'delta.enableDeletionVectors' = 'true'"] -%}
   {%- for key, value in extra.items() -%}
     {%- do props.append("'" ~ key ~ "' = " ~ incremental_joins.string_literal(value)) -%}
   {%- endfor -%}
