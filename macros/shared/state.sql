@@ -11,9 +11,11 @@
     nothing reads their changes, and with it on every MERGE that updates or deletes also writes
     the changed rows again as change files. -#}
 {% macro delta_tblproperties(extra={}, change_feed=true) %}
-  {%- set props = ["'delta.enableChangeDataFeed' = " ~ ("'true'" if change_feed else "'false'"), "'delta.enableDeletionVectors' = 'true'"] -%}
-  {%- for key, value in extra.items() -%}
-    {%- do props.append("'" ~ key ~ "' = " ~ incremental_joins.string_literal(value)) -%}
+  {%- set all = {'delta.enableChangeDataFeed': 'true' if change_feed else 'false', 'delta.enableDeletionVectors': 'true'} -%}
+  {%- do all.update(extra) -%}
+  {%- set props = [] -%}
+  {%- for key, value in all.items() -%}
+    {%- do props.append(incremental_joins.string_literal(key) ~ ' = ' ~ incremental_joins.string_literal(value)) -%}
   {%- endfor -%}
   {{ return('tblproperties (' ~ props | join(', ') ~ ')') }}
 {% endmacro %}
