@@ -296,6 +296,12 @@ def test_errors(scratch_project, spark):
     assert j.output("grace_equal") == {}
     version = spark.sql(f"describe history {j.schema}.grace_equal limit 1").collect()[0].version
     spark.sql(f"insert into {j.schema}.orders values ('p', null, '1', 99)")
+    highwater = sorted(j.state("grace_equal", "highwater"), key=str)
     result = j.run("--select", "grace_equal", check=False)
     assert not result.success and "1 records with a null event time ('ts')" in error_of(result) and "Nothing was written" in error_of(result)
     assert spark.sql(f"describe history {j.schema}.grace_equal limit 1").collect()[0].version == version
+    assert sorted(j.state("grace_equal", "highwater"), key=str) == highwater   # not even its versions pinned
+    j.table(("q", None, "q0"))   # a table change without its time: checked first, in the same statement
+    result = j.run("--select", "grace_equal", check=False)
+    assert not result.success and "1 changed rows with a null table_time ('valid_from')" in error_of(result) and "Nothing was written" in error_of(result)
+    assert sorted(j.state("grace_equal", "highwater"), key=str) == highwater

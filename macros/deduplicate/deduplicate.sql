@@ -21,8 +21,7 @@
   {%- set plan = incremental_joins.stream_plan(name, none if full else run.consumed[name], run.versions[name]) -%}
   {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, none if full else incremental_joins.pinned(clock, run.versions[clock | string])) -%}
   {%- set folded = incremental_joins.dedup_fold(cfg, records, none if full else incremental_joins.pinned(store, run.versions[store | string])) -%}
-  {%- do incremental_joins.pin_versions(run) -%}
-  {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, store, clock, full, run.retry) -%}
+  {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, store, clock, full, run) -%}
   {%- do stats.update({'fallback_reason': run.full_reason}) -%}
   {%- do incremental_joins.end_run('deduplicate', started_at, stats, run.versions) -%}
   {{ return({'relations': [this]}) }}
@@ -62,9 +61,7 @@
     from ({{ ordered }}) as r
     {% if clock_sql %}left join ({{ clock_sql }}) as c on c.part <=> r.__ij_part{% endif %}
   {%- endset -%}
-  {%- set staged = incremental_joins.stage('records', with_time) -%}
-  {%- do incremental_joins.fail_on_rows(staged, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream or filter such records out in the model body.') -%}
-  {{ return(staged) }}
+  {{ return(incremental_joins.stage('records', with_time)) }}
 {% endmacro %}
 
 {#- One fold per dedup key over its records in arrival order (SPEC §3: each decision depends on
@@ -119,7 +116,7 @@
     (their _ij_source_version is in this run's range) and does not write them again — then store the
     new state of each dedup key and the stream time; with strategy 'interval', entries older than
     stream time minus the interval are purged (SPEC §3 rule 5), so the store stays bounded. -#}
-{% macro dedup_write(cfg, records, folded, plan, store, clock, full, retry) %}
+{% macro dedup_write(cfg, records, folded, plan, store, clock, full, run) %}
   {%- set dk = incremental_joins.dedup_key_columns(cfg) -%}
   {%- set key = ['__ij_part'] + dk -%}
   {#- Output columns: the body's, with the input commit of each record as _ij_source_version. -#}
@@ -130,8 +127,12 @@
     {%- do exprs.append('r.' ~ adapter.quote(c.name) ~ ' as ' ~ adapter.quote(name)) -%}
   {%- endfor -%}
   {%- set forwarded = 'select ' ~ exprs | join(', ') ~ ' from ' ~ records ~ ' as r where r.__ij_null_key or r.__ij_rid in (select explode(__ij_forwarded) from ' ~ folded ~ ')' -%}
-  {%- set counts = run_query('select (select count(*) from ' ~ records ~ '), (select count(*) from (' ~ forwarded ~ ') as f), (select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records ~ ')'
-        ~ ((', (select count(*) from ' ~ store ~ ')') if not full else '')).rows[0] -%}
+  {#- The counts, and the check that every record has an event time, before the first write. -#}
+  {%- set counts = incremental_joins.checked_counts(['(select count(*) from ' ~ records ~ ')', '(select count(*) from (' ~ forwarded ~ ') as f)',
+        '(select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records ~ ')', '0' if full else '(select count(*) from ' ~ store ~ ')'],
+        [incremental_joins.rows_check(records, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')",
+                                      'Every record needs an event time: fill it upstream or filter such records out in the model body.')]) -%}
+  {%- do incremental_joins.pin_versions(run) -%}
   {%- set clock_rows = 'select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1' -%}
   {#- The new stream time per partition, read once when records arrived: the constants that the
       expiry of new states, the store's purge and the clock's new rows are written with. -#}
@@ -151,7 +152,7 @@
   {%- else -%}
     {%- set mode = 'incremental' -%}
     {%- set range = '_ij_source_version > ' ~ plan.from ~ ' and _ij_source_version <= ' ~ plan.to -%}
-    {%- if counts[1] == 0 or (retry and incremental_joins.scalar('select count(*) from ' ~ this ~ ' where ' ~ range) > 0) -%}
+    {%- if counts[1] == 0 or (run.retry and incremental_joins.scalar('select count(*) from ' ~ this ~ ' where ' ~ range) > 0) -%}
       {%- call statement('main') -%}select 'nothing to append' as outcome{%- endcall -%}
       {%- set written = {'inserted': 0} -%}
     {%- else -%}

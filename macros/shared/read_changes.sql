@@ -133,11 +133,28 @@
   {%- endif -%}
 {% endmacro %}
 
-{#- Fails, before anything is written, when `relation` has rows matching `where`: "<model>: <what,
-    with {n} the count>, e.g. <a sample row>. <fix> Nothing was written." -#}
-{% macro fail_on_rows(relation, where, what, fix) %}
-  {%- set bad = run_query('select count(*), to_json(first(struct(*))) from ' ~ relation ~ ' where ' ~ where).rows[0] -%}
-  {%- if bad[0] > 0 -%}
-    {{ exceptions.raise_compiler_error(model.name ~ ': ' ~ what | replace('{n}', bad[0] | string) ~ ', e.g. ' ~ bad[1] ~ '. ' ~ fix ~ ' Nothing was written.') }}
-  {%- endif -%}
+{#- A check for checked_counts: rows of `relation` matching `where` must not exist. The error:
+    "<model>: <what, with {n} the count>, e.g. <a sample row>. <fix> Nothing was written." -#}
+{% macro rows_check(relation, where, what, fix) %}
+  {{ return({'relation': relation, 'where': where, 'what': what, 'fix': fix}) }}
+{% endmacro %}
+
+{#- One statement: the scalar SQL expressions `exprs` (the counts a run needs) and, per check, the
+    count and a sample of the rows it forbids — not a statement per check (Spark runs scalar
+    subqueries side by side). Fails at the first check with rows, so it runs before the run's
+    first write, the pinned versions included (a pinned run would read the bad rows again). Returns
+    the row, the values of `exprs` first. -#}
+{% macro checked_counts(exprs, checks) %}
+  {%- set cells = exprs[:] -%}
+  {%- for c in checks -%}
+    {%- do cells.append("(select to_json(named_struct('n', count(*), 'e', to_json(first(struct(*))))) from " ~ c.relation ~ ' where ' ~ c.where ~ ')') -%}
+  {%- endfor -%}
+  {%- set row = run_query('select ' ~ cells | join(', ')).rows[0] -%}
+  {%- for c in checks -%}
+    {%- set bad = fromjson(row[exprs | length + loop.index0]) -%}
+    {%- if bad.n > 0 -%}
+      {{ exceptions.raise_compiler_error(model.name ~ ': ' ~ c.what | replace('{n}', bad.n | string) ~ ', e.g. ' ~ bad.e ~ '. ' ~ c.fix ~ ' Nothing was written.') }}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(row) }}
 {% endmacro %}

@@ -40,7 +40,6 @@
   {%- set changes = incremental_joins.stj_table_changes(cfg, inputs.table, plans.table, cuts, clock.tst) -%}
   {%- set records = incremental_joins.stj_stream_records(cfg, inputs.stream, plans.stream, cuts, clock.st) -%}
   {%- set flow = incremental_joins.stj_flow(cfg, cuts, changes, records, pinned, clock) -%}
-  {%- do incremental_joins.pin_versions(run) -%}
   {%- set stats = incremental_joins.stj_write(cfg, inputs, flow, st, full, run) -%}
   {%- do stats.update({'fallback_reason': run.full_reason ~ (' (' ~ cuts.note ~ ')' if cuts.note else '') if full else none}) -%}
   {%- do incremental_joins.end_run('stream_table_join', started_at, stats, run.versions) -%}
@@ -140,9 +139,7 @@
       {{ ('coalesce(c.__ij_ts >= ' ~ earlier ~ ' - ' ~ cfg.retention.sql ~ ', true)') if cfg.retention else 'true' }} as __ij_accepted
     from ({{ raw }}) as c
   {%- endset -%}
-  {%- set staged = incremental_joins.stage('changes', changes) -%}
-  {%- do incremental_joins.fail_on_rows(staged, '__ij_ts is null', 'input ' ~ name ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.') -%}
-  {{ return(staged) }}
+  {{ return(incremental_joins.stage('changes', changes)) }}
 {% endmacro %}
 
 {#- The stream's new records in arrival order (__ij_rid), with their event time (__ij_ts), cut
@@ -171,9 +168,7 @@
     from ({{ body }}) as r
   {%- endset -%}
   {%- set late = ('coalesce(__ij_ts < greatest(' ~ st0 ~ ', max(case when not __ij_drop then __ij_ts end) over (order by __ij_rid rows between unbounded preceding and 1 preceding)) - ' ~ cfg.grace.sql ~ ', false)') if cfg.grace else 'false' -%}
-  {%- set staged = incremental_joins.stage('records', 'select n.*, not __ij_drop and ' ~ late ~ ' as __ij_late from (' ~ numbered ~ ') as n') -%}
-  {%- do incremental_joins.fail_on_rows(staged, '__ij_ts is null and not __ij_drop', 'the stream input ' ~ name ~ " has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream.') -%}
-  {{ return(staged) }}
+  {{ return(incremental_joins.stage('records', 'select n.*, not __ij_drop and ' ~ late ~ ' as __ij_late from (' ~ numbered ~ ') as n')) }}
 {% endmacro %}
 
 {#- The run as sets: per cut its stream time and table time; which cut emits each kept record (a
@@ -264,10 +259,15 @@
   {%- set output_columns = [] -%}
   {%- for c in get_column_schema_from_query(body) if not c.name.startswith('__ij_') -%}{%- do output_columns.append(c.name) -%}{%- endfor -%}
   {%- set rows = 'select ' ~ incremental_joins.column_list(output_columns) ~ ' from (' ~ body ~ ') as b' -%}
-  {%- set c = run_query('select (select count(*) from ' ~ flow.candidates ~ ' where __ij_run > 0), (select count(*) from ' ~ flow.emitted ~ '),'
-        ~ ' (select count_if(__ij_late) from ' ~ flow.candidates ~ '), (select count_if(__ij_drop) from ' ~ flow.records ~ '),'
-        ~ ' (select count(*) from ' ~ flow.changes ~ '), (select count_if(not __ij_accepted) from ' ~ flow.changes ~ '),'
-        ~ ' (select count_if(__ij_run = 0 and __ij_emit_run is not null or __ij_run > 0 and __ij_emit_run is null) from ' ~ flow.candidates ~ ')').rows[0] -%}
+  {#- The counts, and the checks that every table change and kept record has its time, before the
+      first write. -#}
+  {%- set c = incremental_joins.checked_counts(['(select count(*) from ' ~ flow.candidates ~ ' where __ij_run > 0)', '(select count(*) from ' ~ flow.emitted ~ ')',
+        '(select count_if(__ij_late) from ' ~ flow.candidates ~ ')', '(select count_if(__ij_drop) from ' ~ flow.records ~ ')',
+        '(select count(*) from ' ~ flow.changes ~ ')', '(select count_if(not __ij_accepted) from ' ~ flow.changes ~ ')',
+        '(select count_if(__ij_run = 0 and __ij_emit_run is not null or __ij_run > 0 and __ij_emit_run is null) from ' ~ flow.candidates ~ ')'],
+        [incremental_joins.rows_check(flow.changes, '__ij_ts is null', 'input ' ~ inputs.table ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.'),
+         incremental_joins.rows_check(flow.records, '__ij_ts is null and not __ij_drop', 'the stream input ' ~ inputs.stream ~ " has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream.')]) -%}
+  {%- do incremental_joins.pin_versions(run) -%}
   {%- set waiting = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_emit_run is null' -%}
   {%- set clock_row = 'select st as stream_time, tst as table_time, ' ~ ('tst - ' ~ cfg.retention.sql if cfg.retention else 'cast(null as timestamp)') ~ ' as horizon from ' ~ flow.rt ~ ' where run = (select max(run) from ' ~ flow.rt ~ ')' -%}
   {#- The history after the run is computed (a pass over the stored history) only when written:
