@@ -211,7 +211,7 @@
       {%- for c in cfg.left_key -%}{%- do no_left.append('t.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
       {%- set region = region ~ ' union all select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected_right ~ ' as r on ' ~ incremental_joins.keys_match(cfg.right_key, 't', 'r') ~ ' where ' ~ no_left | join(' and ') -%}
     {%- endif -%}
-    {%- set columns = adapter.get_columns_in_relation(this) | map(attribute='name') | list -%}
+    {%- set columns = incremental_joins.table_columns(this) -%}
     {%- if cfg.output_key == 'left' -%}
       {%- set stale = incremental_joins.stale_keys('select ' ~ incremental_joins.column_list(cfg.left_key) ~ ' from ' ~ plan.affected, 'select * from ' ~ staged, cfg.key_columns, columns) -%}
     {%- else -%}

@@ -185,6 +185,12 @@
   {%- endcall -%}
 {% endmacro %}
 
+{#- A table's column names, from the schema of a query over it (planned, never run), instead of
+    adapter.get_columns_in_relation's `describe extended`. -#}
+{% macro table_columns(relation) %}
+  {{ return(get_column_schema_from_query('select * from ' ~ relation) | map(attribute='name') | list) }}
+{% endmacro %}
+
 {#- The whole output from `new_rows`: created on a first run or --full-refresh; otherwise (a
     recompute chosen by the operator) merged change-minimally, so the change feed stays exact.
     Returns [write metrics, mode]. -#}
@@ -195,5 +201,5 @@
   {%- endif -%}
   {%- set staged = incremental_joins.stage('new_rows', new_rows) -%}
   {%- set stale = 'select t.* from ' ~ this ~ ' as t left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(key_columns, 't', 'n') -%}
-  {{ return([incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, key_columns, adapter.get_columns_in_relation(this) | map(attribute='name') | list, 'main'), 'fallback']) }}
+  {{ return([incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, key_columns, incremental_joins.table_columns(this), 'main'), 'fallback']) }}
 {% endmacro %}

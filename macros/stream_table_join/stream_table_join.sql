@@ -292,15 +292,14 @@
     {%- endif -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {%- set history_key = cfg.table_key + ['__ij_ts'] -%}
-    {%- set history_columns = adapter.get_columns_in_relation(st.history) | map(attribute='name') | list -%}
     {%- if history_changes -%}
       {%- set stale = 'select h.* from ' ~ st.history ~ ' as h left anti join ' ~ history ~ ' as k on ' ~ incremental_joins.keys_match(history_key, 'h', 'k') -%}
-      {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, history_columns) -%}
+      {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, incremental_joins.table_columns(st.history)) -%}
     {%- endif -%}
     {%- if cfg.grace and c[6] > 0 -%}
       {%- set released = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_run = 0 and __ij_emit_run is not null' -%}
       {%- do incremental_joins.release_staged_reading(st.buffer, waiting ~ released) -%}
-      {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], adapter.get_columns_in_relation(st.buffer) | map(attribute='name') | list) -%}
+      {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], incremental_joins.table_columns(st.buffer)) -%}
     {%- endif -%}
   {%- endif -%}
   {#- The cut first, then the clock, from the stages that do not read the clock: those that do
