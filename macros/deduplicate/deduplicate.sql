@@ -112,7 +112,8 @@
   {{ return(incremental_joins.stage('folded', 'select * except (__ij_fold), __ij_fold.s as __ij_state, __ij_fold.fwd as __ij_forwarded from (' ~ fold ~ ') as f')) }}
 {% endmacro %}
 
-{#- Append the forwarded records — once: a retried run (and only it looks) finds its records already in the output
+{#- The run's counts and data check, then its versions pinned. Append the forwarded records —
+    once: a retried run (and only it looks) finds its records already in the output
     (their _ij_source_version is in this run's range) and does not write them again — then store the
     new state of each dedup key and the stream time; with strategy 'interval', entries older than
     stream time minus the interval are purged (SPEC §3 rule 5), so the store stays bounded. -#}

@@ -249,8 +249,8 @@
              'history_sql': history}) }}
 {% endmacro %}
 
-{#- The model body over the emitted records and the versions they looked up; the output appended
-    once (a retried run whose append already committed skips it), then the state: history MERGEd
+{#- The run's counts and data checks, then its versions pinned; the model body over the emitted
+    records and the versions they looked up; the output appended once (a retried run whose append already committed skips it), then the state: history MERGEd
     (new versions in, purged ones out), buffer MERGEd (new waiting records in, released ones out),
     clock replaced, this run's cut recorded. -#}
 {% macro stj_write(cfg, inputs, flow, st, full, run) %}
