@@ -89,7 +89,7 @@ def test_duplicate_keys_in_an_input_fail_before_anything_is_written(project_with
     assert "duplicate values of config 'right_key' (rk): rk=r1 (2 rows)" in message
     assert fk.output_version("joined") == version
     assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x"}
-    # Duplicates in both inputs (checked in one statement): the left input is named first.
+    # Duplicates in both inputs: the left input is checked, and named, first.
     spark.sql(f"insert into {fk.schema}.lhs values ('k2', 'b', 'r1'), ('k2', 'c', null)")
     message = error_of(fk.run(check=False))
     assert "lhs has duplicate values of config 'left_key' (k): k=k2 (2 rows)" in message and "right_key" not in message

@@ -122,7 +122,8 @@
     {%- if region.mode != 'fallback' -%}{{ return(region) }}{%- endif -%}
     {%- set full_reason, left_rows = region.fallback_reason, region.left_rows -%}
   {%- endif -%}
-  {%- do incremental_joins.assert_unique_keys([[inputs.left, cfg.left_key, left_now, 'left_key'], [inputs.right, cfg.right_key, right_now, 'right_key']]) -%}
+  {%- do incremental_joins.assert_unique_keys(inputs.left, cfg.left_key, left_now, 'left_key') -%}
+  {%- do incremental_joins.assert_unique_keys(inputs.right, cfg.right_key, right_now, 'right_key') -%}
   {{ return({'mode': 'full', 'fallback_reason': full_reason, 'left_version': versions[inputs.left],
              'left_sql': left_now, 'right_sql': right_now, 'left_rows': left_rows}) }}
 {% endmacro %}
@@ -165,6 +166,7 @@
   {#- Staged: the body, the unique-key check and the index update all read these rows. -#}
   {%- set left_stage = incremental_joins.stage('left_rows', incremental_joins.rows_of_keys(left_now, affected, lk)) -%}
   {%- set left_rows_now = 'select * from ' ~ left_stage -%}
+  {%- do incremental_joins.assert_unique_keys(L, lk, left_rows_now, 'left_key') -%}
   {%- set right_keys = ['select ' ~ incremental_joins.fk_columns(cfg) | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, left_rows_now) ~ ') as f'] -%}
   {%- set affected_right = none -%}
   {%- if cfg.join_type == 'outer' -%}
@@ -172,11 +174,9 @@
     {%- do right_keys.append(incremental_joins.unreferenced_right_keys(cfg, affected_right, index, affected, left_rows_now)) -%}
   {%- endif -%}
   {%- set right_rows_now = 'select __y.* from (' ~ right_now ~ ') as __y left semi join (' ~ right_keys | join(' union all ') ~ ') as __rk on ' ~ incremental_joins.fk_matches(cfg, '__rk', '__y') -%}
-  {%- set unique = [[L, lk, left_rows_now, 'left_key']] -%}
   {%- if right_changed -%}
-    {%- do unique.append([R, cfg.right_key, incremental_joins.rows_of_keys(right_now, changed_right, cfg.right_key), 'right_key']) -%}
+    {%- do incremental_joins.assert_unique_keys(R, cfg.right_key, incremental_joins.rows_of_keys(right_now, changed_right, cfg.right_key), 'right_key') -%}
   {%- endif -%}
-  {%- do incremental_joins.assert_unique_keys(unique) -%}
   {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now, 'left_version': versions[L], 'left_stage': left_stage,
              'left_rows': left_rows, 'index_entries': counts[5] + counts[1],
              'affected': affected, 'affected_right': affected_right, 'changed_left': changed_left,

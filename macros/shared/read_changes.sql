@@ -116,27 +116,21 @@
 {% endmacro %}
 
 {#- Fails, before anything is written, when an input meant to have a unique key has duplicates
-    among its rows: `checks` are [input name, key columns, rows_sql (the changed rows, or the
-    whole table on a full recompute), config key]. One statement for all (each its own
-    statement cost ~0.2-0.4 s more); the first input with duplicates is named, with up to three. -#}
-{% macro assert_unique_keys(checks) %}
-  {%- set parts = [] -%}
-  {%- for name, keys, rows_sql, config_key in checks -%}
-    {%- set shown = [] -%}
-    {%- for k in keys -%}{%- do shown.append(incremental_joins.string_literal(k ~ '=') ~ " || coalesce(cast(" ~ adapter.quote(k) ~ " as string), 'null')") -%}{%- endfor -%}
-    {%- do parts.append('(select ' ~ loop.index0 ~ " as c, concat_ws(', ', " ~ shown | join(', ') ~ ") || ' (' || count(*) || ' rows)' as sample from ("
-                        ~ rows_sql ~ ') as r group by ' ~ incremental_joins.column_list(keys) ~ ' having count(*) > 1 limit 3)') -%}
-  {%- endfor -%}
-  {%- set dupes = run_query(parts | join(' union all ')).rows -%}
-  {%- for name, keys, rows_sql, config_key in checks -%}
-    {%- set samples = dupes | selectattr(0, 'equalto', loop.index0) | map(attribute=1) | list -%}
-    {%- if samples -%}
-      {%- set msg -%}
+    among `rows_sql` (the changed rows, or the whole table on a full recompute). -#}
+{% macro assert_unique_keys(name, keys, rows_sql, config_key) %}
+  {%- set dupes = run_query('select ' ~ incremental_joins.column_list(keys) ~ ', count(*) as n from (' ~ rows_sql ~ ') as r group by all having count(*) > 1 limit 3') -%}
+  {%- if dupes.rows | length > 0 -%}
+    {%- set samples = [] -%}
+    {%- for row in dupes.rows -%}
+      {%- set parts = [] -%}
+      {%- for k in keys -%}{%- do parts.append(k ~ '=' ~ row[loop.index0]) -%}{%- endfor -%}
+      {%- do samples.append(parts | join(', ') ~ ' (' ~ row[keys | length] ~ ' rows)') -%}
+    {%- endfor -%}
+    {%- set msg -%}
 {{ model.name }}: input {{ name }} has duplicate values of config '{{ config_key }}' ({{ keys | join(', ') }}): {{ samples | join('; ') }}. A table input needs one row per key: deduplicate it upstream (e.g. with changelog_table or deduplicate), or set '{{ config_key }}' to the columns that are unique. Nothing was written.
-      {%- endset -%}
-      {{ exceptions.raise_compiler_error(msg) }}
-    {%- endif -%}
-  {%- endfor -%}
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
 {% endmacro %}
 
 {#- A check for checked_counts: rows of `relation` matching `where` must not exist. The error:
