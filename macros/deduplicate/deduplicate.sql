@@ -113,9 +113,9 @@
 {% endmacro %}
 
 {#- The run's counts and data check, then its versions pinned. Append the forwarded records —
-    once: a retried run (and only it looks) finds its records already in the output
-    (their _ij_source_version is in this run's range) and does not write them again — then store the
-    new state of each dedup key and the stream time; with strategy 'interval', entries older than
+    once: a retried run (and only it looks) finds its records already in the output (their
+    _ij_source_version is in this run's range) and does not write them again — then store the new
+    state of each dedup key and the stream time; with strategy 'interval', entries older than
     stream time minus the interval are purged (SPEC §3 rule 5), so the store stays bounded. -#}
 {% macro dedup_write(cfg, records, folded, plan, store, clock, full, run) %}
   {%- set dk = incremental_joins.dedup_key_columns(cfg) -%}

@@ -250,9 +250,10 @@
 {% endmacro %}
 
 {#- The run's counts and data checks, then its versions pinned; the model body over the emitted
-    records and the versions they looked up; the output appended once (a retried run whose append already committed skips it), then the state: history MERGEd
-    (new versions in, purged ones out), buffer MERGEd (new waiting records in, released ones out),
-    clock replaced, this run's cut recorded. -#}
+    records and the versions they looked up; the output appended once (a retried run whose append
+    already committed skips it), then the state: history MERGEd (new versions in, purged ones
+    out), buffer MERGEd (new waiting records in, released ones out), clock replaced, this run's
+    cut recorded. -#}
 {% macro stj_write(cfg, inputs, flow, st, full, run) %}
   {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': 'select * from ' ~ flow.emitted, 'table': flow.matched}) -%}
   {%- set body = modules.re.sub('/\\*ij:on (\\S+) (\\S+)\\*/.*?/\\*ij:end\\*/', '\\1.__ij_rec = \\2.__ij_rec', body, flags=modules.re.S) -%}
