@@ -32,7 +32,7 @@
     value columns. Returns {'relation', 'values', 'recompute_sql'}. -#}
 {% macro changelog_events(cfg, inputs, plan) %}
   {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
-  {%- set columns = get_column_schema_from_query(body) | map(attribute='name') | list -%}
+  {%- set columns = incremental_joins.query_columns(body) -%}
   {%- set lower_columns = columns | map('lower') | list -%}
   {%- for key, column in [('operation', cfg.operation), ('sequence', cfg.sequence), ('arrival_order', cfg.arrival_order), ('payload', cfg.payload)] if column and column | lower not in lower_columns -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}

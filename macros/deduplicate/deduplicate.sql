@@ -37,7 +37,7 @@
     the largest event time of the partition so far, this record included). -#}
 {% macro dedup_records(cfg, inputs, plan, clock_sql) %}
   {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
-  {%- set columns = get_column_schema_from_query(body) | map(attribute='name') | map('lower') | list -%}
+  {%- set columns = incremental_joins.query_columns(body) | map('lower') | list -%}
   {%- for key, column in [('event_time', cfg.event_time), ('arrival_order', cfg.arrival_order), ('partition_by', cfg.partition_by)] + zip(['key'] * cfg.key | length, cfg.key) | list if column and column | lower not in columns -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}
   {%- endfor -%}

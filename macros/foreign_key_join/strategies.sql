@@ -100,7 +100,7 @@
 {% endmacro %}
 
 {% macro check_output_columns(cfg, new_rows_sql) %}
-  {%- set columns = get_column_schema_from_query(new_rows_sql) | map(attribute='name') | list -%}
+  {%- set columns = incremental_joins.query_columns(new_rows_sql) -%}
   {%- set missing = [] -%}
   {%- for c in cfg.key_columns if c not in columns -%}{%- do missing.append(c) -%}{%- endfor -%}
   {%- if missing -%}
@@ -211,7 +211,7 @@
       {%- for c in cfg.left_key -%}{%- do no_left.append('t.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
       {%- set region = region ~ ' union all select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected_right ~ ' as r on ' ~ incremental_joins.keys_match(cfg.right_key, 't', 'r') ~ ' where ' ~ no_left | join(' and ') -%}
     {%- endif -%}
-    {%- set columns = incremental_joins.table_columns(this) -%}
+    {%- set columns = incremental_joins.query_columns('select * from ' ~ this) -%}
     {%- if cfg.output_key == 'left' -%}
       {%- set stale = incremental_joins.stale_keys('select ' ~ incremental_joins.column_list(cfg.left_key) ~ ' from ' ~ plan.affected, 'select * from ' ~ staged, cfg.key_columns, columns) -%}
     {%- else -%}

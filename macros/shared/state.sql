@@ -185,10 +185,10 @@
   {%- endcall -%}
 {% endmacro %}
 
-{#- A table's column names, from the schema of a query over it (planned, never run), instead of
+{#- The column names of a query, from its schema (planned, never run); for a table, cheaper than
     adapter.get_columns_in_relation's `describe extended`. -#}
-{% macro table_columns(relation) %}
-  {{ return(get_column_schema_from_query('select * from ' ~ relation) | map(attribute='name') | list) }}
+{% macro query_columns(sql) %}
+  {{ return(get_column_schema_from_query(sql) | map(attribute='name') | list) }}
 {% endmacro %}
 
 {#- The whole output from `new_rows`: created on a first run or --full-refresh; otherwise (a
@@ -201,5 +201,5 @@
   {%- endif -%}
   {%- set staged = incremental_joins.stage('new_rows', new_rows) -%}
   {%- set stale = 'select t.* from ' ~ this ~ ' as t left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(key_columns, 't', 'n') -%}
-  {{ return([incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, key_columns, incremental_joins.table_columns(this), 'main'), 'fallback']) }}
+  {{ return([incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, key_columns, incremental_joins.query_columns('select * from ' ~ this), 'main'), 'fallback']) }}
 {% endmacro %}

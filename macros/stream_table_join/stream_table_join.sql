@@ -148,7 +148,7 @@
     stream time = the largest event time of the kept records before it). -#}
 {% macro stj_stream_records(cfg, name, plan, cuts, st0) %}
   {%- set body = incremental_joins.stream_records_sql(name, plan) -%}
-  {%- set columns = get_column_schema_from_query(body) | map(attribute='name') | list -%}
+  {%- set columns = incremental_joins.query_columns(body) -%}
   {%- set lowered = columns | map('lower') | list -%}
   {%- for key, column in [('event_time', cfg.event_time), ('arrival_order', cfg.arrival_order)] + zip(['key'] * cfg.key | length, cfg.key) | list + zip(['value_columns'] * cfg.value_columns | length, cfg.value_columns) | list if column and column | lower not in lowered -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the stream input ' ~ name ~ ' (' ~ columns | join(', ') ~ ')', 'name one of those columns') }}
@@ -187,7 +187,7 @@
     left join (select __ij_run, max(__ij_ts) as mx from {{ changes }} where __ij_accepted group by 1) as t on t.__ij_run = c.run
   {%- endset -%}
   {%- set rt = incremental_joins.stage('cut_times', cut_times) -%}
-  {%- set record_columns = get_column_schema_from_query('select * except (__ij_run, __ij_drop, __ij_late) from ' ~ records) | map(attribute='name') | list -%}
+  {%- set record_columns = incremental_joins.query_columns('select * except (__ij_run, __ij_drop, __ij_late) from ' ~ records) -%}
   {%- set cols = incremental_joins.column_list(record_columns) -%}
   {%- set kept -%}
     select {{ cols }}, __ij_run, __ij_late from {{ records }} where not __ij_drop
@@ -295,12 +295,12 @@
     {%- set history_key = cfg.table_key + ['__ij_ts'] -%}
     {%- if history_changes -%}
       {%- set stale = 'select h.* from ' ~ st.history ~ ' as h left anti join ' ~ history ~ ' as k on ' ~ incremental_joins.keys_match(history_key, 'h', 'k') -%}
-      {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, incremental_joins.table_columns(st.history)) -%}
+      {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, incremental_joins.query_columns('select * from ' ~ st.history)) -%}
     {%- endif -%}
     {%- if cfg.grace and c[6] > 0 -%}
       {%- set released = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_run = 0 and __ij_emit_run is not null' -%}
       {%- do incremental_joins.release_staged_reading(st.buffer, waiting ~ released) -%}
-      {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], incremental_joins.table_columns(st.buffer)) -%}
+      {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], incremental_joins.query_columns('select * from ' ~ st.buffer)) -%}
     {%- endif -%}
   {%- endif -%}
   {#- The cut first, then the clock, from the stages that do not read the clock: those that do
