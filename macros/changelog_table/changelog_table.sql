@@ -13,7 +13,7 @@
   {%- set name = inputs.stream -%}
   {%- set sequences = incremental_joins.state_relation('sequences') -%}
   {%- set run = incremental_joins.begin_run([name], 'error', [sequences]) -%}
-  {%- set plan = incremental_joins.stream_plan(name, none if run.full_reason else run.consumed[name], run.versions[name]) -%}
+  {%- set plan = incremental_joins.stream_plan(name, run) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {%- if plan.mode == 'unchanged' -%}

@@ -18,7 +18,7 @@
   {%- set clock = incremental_joins.state_relation('stream_time') -%}
   {%- set run = incremental_joins.begin_run([name], 'error', [store, clock], pin_state=true) -%}
   {%- set full = run.full_reason is not none -%}
-  {%- set plan = incremental_joins.stream_plan(name, none if full else run.consumed[name], run.versions[name]) -%}
+  {%- set plan = incremental_joins.stream_plan(name, run) -%}
   {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, none if full else incremental_joins.pinned(clock, run.versions[clock | string])) -%}
   {%- set folded = incremental_joins.dedup_fold(cfg, records, none if full else incremental_joins.pinned(store, run.versions[store | string])) -%}
   {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, store, clock, full, run) -%}

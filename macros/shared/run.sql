@@ -7,14 +7,15 @@
     interrupted run, so a retry reads exactly what it read). Returns {'consumed': {input: version
     or none}, 'versions': {input: version or none (no Delta history)}, 'full_reason': none or why
     this run recomputes everything, 'retry': whether it repeats an interrupted run, 'highwater':
-    what read_highwater read}. `state` are the operator's state tables the incremental path
-    needs. -#}
+    what read_highwater read, 'commits': {input: its commits since the consumed version, newest
+    first} for the inputs an incremental run reads at their newest version}. `state` are the
+    operator's state tables the incremental path needs. -#}
 {% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false) %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
   {% do incremental_joins.create_highwater() %}
   {%- set highwater = incremental_joins.read_highwater() -%}
-  {%- set consumed, versions = {}, {} -%}
+  {%- set consumed, versions, commits = {}, {}, {} -%}
   {%- for name in input_names | unique -%}
     {%- do consumed.update({name: highwater.get(name, {}).get('version')}) -%}
     {%- set pending = highwater.get(name, {}).get('pending') -%}
@@ -22,6 +23,11 @@
       {%- do versions.update({name: none}) -%}
     {%- elif pending is not none and not should_full_refresh() -%}
       {%- do versions.update({name: pending}) -%}
+    {%- elif consumed[name] is not none and consumed[name] >= 0 and not should_full_refresh() -%}
+      {#- The newest commits, read once for the newest version and for the change plan (one
+          statement when at most one commit came since the last run). -#}
+      {%- do commits.update({name: incremental_joins.history(name, consumed[name], consumed[name] + 1)}) -%}
+      {%- do versions.update({name: commits[name][0]['version']}) -%}
     {%- else -%}
       {%- do versions.update({name: incremental_joins.latest_version(name)}) -%}
     {%- endif -%}
@@ -46,7 +52,8 @@
   {%- endif -%}
   {%- set retry = namespace(found=false) -%}
   {%- for name in versions if highwater.get(name, {}).get('pending') is not none -%}{%- set retry.found = true -%}{%- endfor -%}
-  {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason, 'retry': retry.found and not should_full_refresh(), 'highwater': highwater}) }}
+  {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason, 'retry': retry.found and not should_full_refresh(), 'highwater': highwater,
+              'commits': commits if full_reason is none else {}}) }}
 {% endmacro %}
 
 {#- After the writes: advance the highwater (the last write of a run), release this run's staged

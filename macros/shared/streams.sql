@@ -2,16 +2,20 @@
     version, each with its arrival: the Delta commit (`_ij_commit_version`, `_ij_commit_timestamp`;
     Delta reserves `_commit_version` for tables with the Change Data Feed on). -#}
 
-{#- How to read the records of (from_version, to_version]; from_version none: every record the
-    input holds. {'mode': 'unchanged' | 'cdf' | 'diff' | 'snapshot', 'from': v, 'to': v,
+{#- How to read the records of input `name` this run reads (begin_run's `run`): those of
+    (consumed version, pinned version], or on a full recompute every record the input holds.
+    {'mode': 'unchanged' | 'cdf' | 'diff' | 'snapshot', 'from': v, 'to': v,
     'to_timestamp': commit time of `to` as an SQL literal}. From the Change Data Feed when it
     covers the range (each record then has its own commit version); otherwise the difference of
     two versions, or the whole snapshot, whose records all count as arriving at `to_version`.
-    Reads the input's history once, from `from_version` on. -#}
-{% macro stream_plan(name, from_version, to_version) %}
+    Reads the input's history once, from the consumed version on (begin_run's read, if it made
+    one). -#}
+{% macro stream_plan(name, run) %}
+  {%- set from_version = none if run.full_reason else run.consumed[name] -%}
+  {%- set to_version = run.versions[name] -%}
   {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none, 'to_timestamp': 'current_timestamp()'}) }}{%- endif -%}
   {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'from': from_version, 'to': to_version, 'to_timestamp': 'cast(null as timestamp)'}) }}{%- endif -%}
-  {%- set rows = incremental_joins.history(name, from_version, to_version) -%}
+  {%- set rows = run.commits.get(name) or incremental_joins.history(name, from_version, to_version) -%}
   {%- set at = rows | selectattr('version', 'equalto', to_version) | first -%}
   {%- set to_timestamp = "timestamp'" ~ at['timestamp'].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'" -%}
   {%- set start = from_version if from_version is not none else -1 -%}

@@ -26,7 +26,7 @@
   {%- set full = run.full_reason is not none -%}
   {%- set plans = {} -%}
   {%- for side in ['stream', 'table'] -%}
-    {%- do plans.update({side: incremental_joins.stream_plan(inputs[side], none if full else run.consumed[inputs[side]], run.versions[inputs[side]])}) -%}
+    {%- do plans.update({side: incremental_joins.stream_plan(inputs[side], run)}) -%}
   {%- endfor -%}
   {%- set cuts = incremental_joins.stj_cuts(inputs, run.versions, plans, full, st.cuts) -%}
   {%- set pinned = {} -%}
