@@ -132,3 +132,21 @@ def test_history_vacuumed_past_the_highwater_says_to_full_refresh(project_with, 
     assert fk.output_version("joined") == version
     fk.run("--full-refresh")
     assert {r.k for r in spark.table(f"{fk.schema}.joined").collect()} == {"k2"}
+
+
+def test_input_dropped_and_created_again_says_to_full_refresh(project_with, spark):
+    fk = project_with()
+    fk.put_left(("k1", "a", "r1"))
+    fk.put_right(("r1", "x"))
+    fk.put_right(("r1", "y"))
+    fk.run()
+    # Dropped and created again: its versions start over, below the one the model consumed.
+    spark.sql(f"drop table {fk.schema}.rhs")
+    spark.sql(f"create table {fk.schema}.rhs using delta as select 'r1' as rk, 'z' as rv")
+    version = fk.output_version("joined")
+    message = error_of(fk.run(check=False))
+    assert "joined: input" in message and "rhs is at Delta version 0, older than version 2" in message
+    assert "dbt run --full-refresh --select joined" in message
+    assert fk.output_version("joined") == version
+    fk.run("--full-refresh")
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "z"}
