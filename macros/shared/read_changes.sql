@@ -10,15 +10,18 @@
   {{ return(api.Relation.create(schema=parts[-2], identifier=parts[-1], type='table')) }}
 {% endmacro %}
 
-{#- The commits of `name`, newest first: with `since` (a version, and `to` the version the run
-    reads) only those from `since` on, so that a run reads the commits since its last run, not
-    the table's whole history (each commit is a file read). The commit `since` itself is included
+{#- The commits of `name`, newest first: with `since` (a version) only those from `since` on, so
+    that a run reads the commits since its last run, not the table's whole history (each commit
+    is a file read); `to`, the version the run reads, when it is known, else up to the newest
+    (one statement when at most one commit came since). The commit `since` itself is included
     when it is still kept, which tells whether the history reaches back to it. -#}
 {% macro history(name, since=none, to=none) %}
-  {%- if since is none or since < 0 or to is none -%}{{ return(run_query('describe history ' ~ name).rows) }}{%- endif -%}
-  {%- set rows = run_query('describe history ' ~ name ~ ' limit ' ~ (to - since + 1)).rows -%}
-  {#- Commits after `to` (a retried run, or a write since the run pinned `to`): read as many more. -#}
-  {%- if rows and rows[0]['version'] > to -%}
+  {%- if since is none or since < 0 -%}{{ return(run_query('describe history ' ~ name).rows) }}{%- endif -%}
+  {%- set newest = to if to is not none else since + 1 -%}
+  {%- set rows = run_query('describe history ' ~ name ~ ' limit ' ~ (newest - since + 1)).rows -%}
+  {#- Commits after it (a retried run, a write since the run pinned `to`, more than one commit
+      since the last run): read as many more. -#}
+  {%- if rows and rows[0]['version'] > newest -%}
     {%- set rows = run_query('describe history ' ~ name ~ ' limit ' ~ (rows[0]['version'] - since + 1)).rows -%}
   {%- endif -%}
   {{ return(rows) }}

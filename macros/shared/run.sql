@@ -23,10 +23,9 @@
       {%- do versions.update({name: none}) -%}
     {%- elif pending is not none and not should_full_refresh() -%}
       {%- do versions.update({name: pending}) -%}
-    {%- elif consumed[name] is not none and consumed[name] >= 0 and not should_full_refresh() -%}
-      {#- The newest commits, read once for the newest version and for the change plan (one
-          statement when at most one commit came since the last run). -#}
-      {%- do commits.update({name: incremental_joins.history(name, consumed[name], consumed[name] + 1)}) -%}
+    {%- elif consumed[name] is not none -%}
+      {#- The commits since the last run, read once for the newest version and for the change plan. -#}
+      {%- do commits.update({name: incremental_joins.history(name, consumed[name])}) -%}
       {%- do versions.update({name: commits[name][0]['version']}) -%}
     {%- else -%}
       {%- do versions.update({name: incremental_joins.latest_version(name)}) -%}
