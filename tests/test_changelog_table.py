@@ -164,12 +164,25 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
 
     # Mapped, they pass: the odd value is an upsert, 'truncate' ignored (a Python dict's repr is
     # also a Jinja literal).
-    path.write_text(model(operation_mapping=repr({"c": "upsert", odd: "upsert", "d": "delete", "truncate": "ignore"}))["customers"])
+    mapped = model(operation_mapping=repr({"c": "upsert", odd: "upsert", "d": "delete", "truncate": "ignore"}))["customers"]
+    path.write_text(mapped)
     cl.run()
     assert cl.output() == {"1": ("ann", 1), "2": ("bob", 2)}
 
+    # The body selects a column the output was built without: nothing is written into it.
     version = cl.version()
-    cl.append(("4", "dee", "c", None, 3))
+    path.write_text(mapped.replace("select *", "select *, upper(name) as shout"))
+    cl.append(("5", "eve", "c", 5, 3))
+    message = error_of(cl.run(check=False))
+    assert "customers: the model's columns changed since its output" in message and "(added shout)" in message
+    assert "dbt run --full-refresh --select customers" in message and "Nothing was written." in message
+    assert cl.version() == version
+    path.write_text(mapped)
+    cl.run()
+    assert cl.output() == {"1": ("ann", 1), "2": ("bob", 2), "5": ("eve", 5)}
+
+    version = cl.version()
+    cl.append(("4", "dee", "c", None, 4))
     message = error_of(cl.run(check=False))
     assert "customers: the input has 1 change events with a null sequence ('lsn'), e.g. key {\"id\":\"4\"}" in message
     assert cl.version() == version

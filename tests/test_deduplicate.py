@@ -224,3 +224,30 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     # Failed before its first write, the pin of its versions included (a run pinned to the bad
     # record would read it again even after the body filters it out).
     assert sorted(spark.sql(f"select * from {stream.schema}.d__ij_highwater").collect(), key=str) == highwater
+
+
+def test_columns_changed_in_the_input_or_the_body_say_to_full_refresh(scratch_project, spark):
+    body = "{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}\n"
+    stream = Stream(scratch_project, spark, {"d": body + BODY})
+    stream.append(("p", "a", None, 1))   # events version 1
+    stream.run()
+    # A column added to the stream, then a record with it (versions 2 and 3).
+    spark.sql(f"alter table {stream.schema}.events add columns (source string)")
+    spark.sql(f"insert into {stream.schema}.events values ('p', 'b', null, timestamp_seconds(2), 1, 'app')")
+    highwater = sorted(spark.sql(f"select * from {stream.schema}.d__ij_highwater").collect(), key=str)
+    message = error_of(stream.run(check=False))
+    assert "d: input" in message and "events changed its columns between version 1, which this model consumed last, and version 3 (added source (" in message
+    assert "dbt run --full-refresh --select d" in message and "Nothing was written." in message
+    assert stream.forwarded("d") == [0]
+    assert sorted(spark.sql(f"select * from {stream.schema}.d__ij_highwater").collect(), key=str) == highwater
+    stream.run("--full-refresh")
+    assert {r.kafka_offset: r.source for r in spark.table(f"{stream.schema}.d").collect()} == {0: None, 1: "app"}
+    # The body drops a column the output has: the next run with records says so, and writes nothing.
+    (stream.project.path / "models" / "d.sql").write_text(body + BODY.replace("select *", "select * except (id)"))
+    spark.sql(f"insert into {stream.schema}.events values ('p', 'c', null, timestamp_seconds(3), 2, 'app')")
+    message = error_of(stream.run(check=False))
+    assert "d: the model's columns changed since its output" in message and "(removed id)" in message
+    assert "dbt run --full-refresh --select d" in message
+    assert stream.forwarded("d") == [0, 1]
+    stream.run("--full-refresh")
+    assert stream.forwarded("d") == [0, 1, 2] and "id" not in spark.table(f"{stream.schema}.d").columns

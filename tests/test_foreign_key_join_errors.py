@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import THRIFT
 from fk_join_harness import SOURCES, FkJoinProject, error_of
+
+# Column types as the connection names them: Spark's in session mode, the Thrift protocol's codes
+# through dbt-spark's `thrift` method.
+TYPE = {t: f"{t.upper()}_TYPE" if THRIFT else t for t in ('string', 'int')}
 
 
 def model(**config) -> str:
@@ -150,3 +155,45 @@ def test_input_dropped_and_created_again_says_to_full_refresh(project_with, spar
     assert fk.output_version("joined") == version
     fk.run("--full-refresh")
     assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "z"}
+
+
+def test_model_columns_changed_says_to_full_refresh(project_with, spark):
+    fk = project_with()
+    fk.put_left(("k1", "a", "r1"))
+    fk.put_right(("r1", "x"))
+    fk.run()
+    version = fk.output_version("joined")
+    # The body now selects one more column and renames another: the existing output has neither.
+    model_file = fk.project.path / "models" / "joined.sql"
+    model_file.write_text(model_file.read_text().replace("l.v, r.rv", "l.v, l.fk, r.rv as right_value"))
+    fk.put_right(("r1", "y"))
+    message = error_of(fk.run(check=False))
+    assert "joined: the model's columns changed since its output" in message
+    assert "(added fk, right_value; removed rv)" in message
+    assert "dbt run --full-refresh --select joined" in message and "Nothing was written." in message
+    assert fk.output_version("joined") == version
+    fk.run("--full-refresh")
+    assert [r.asDict() for r in spark.table(f"{fk.schema}.joined").collect()] == [{"k": "k1", "v": "a", "fk": "r1", "right_value": "y"}]
+
+
+def test_input_columns_changed_say_to_full_refresh(project_with, spark):
+    fk = project_with()
+    fk.put_left(("k1", "a", "r1"))   # lhs version 1
+    fk.put_right(("r1", "x"))
+    fk.run()
+    version = fk.output_version("joined")
+    # A column added to the left input, then a row with it (versions 2 and 3).
+    spark.sql(f"alter table {fk.schema}.lhs add columns (w string)")
+    spark.sql(f"insert into {fk.schema}.lhs values ('k2', 'b', 'r1', 'w')")
+    message = error_of(fk.run(check=False))
+    assert "joined: input" in message
+    assert f"lhs changed its columns between version 1, which this model consumed last, and version 3 (added w ({TYPE['string']}))" in message
+    assert "dbt run --full-refresh --select joined" in message and "Nothing was written." in message
+    assert fk.output_version("joined") == version
+    fk.run("--full-refresh")
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x", "k2": "x"}
+    # The right input re-created as a plain `table` model is: a column added, the key retyped.
+    spark.sql(f"create or replace table {fk.schema}.rhs using delta as select 1 as rk, 'z' as rv, 7 as rn")
+    message = error_of(fk.run(check=False))
+    assert f"rhs changed its columns between version 1, which this model consumed last, and version 2 (added rn ({TYPE['int']}); retyped rk ({TYPE['string']} -> {TYPE['int']}))" in message
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x", "k2": "x"}

@@ -15,6 +15,7 @@
   {%- set run = incremental_joins.begin_run([name], 'error', [sequences]) -%}
   {%- set plan = incremental_joins.stream_plan(name, run) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
+  {%- if plan.mode != 'unchanged' -%}{%- do incremental_joins.assert_output_columns(cfg.key + events['values']) -%}{%- endif -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {%- if plan.mode == 'unchanged' -%}
     {%- call statement('main') -%}select 'no new change events' as outcome{%- endcall -%}

@@ -133,6 +133,7 @@
         '(select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records ~ ')', '0' if full else '(select count(*) from ' ~ store ~ ')'],
         [incremental_joins.rows_check(records, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')",
                                       'Every record needs an event time: fill it upstream or filter such records out in the model body.')]) -%}
+  {%- if not full -%}{%- do incremental_joins.assert_output_columns(user_columns) -%}{%- endif -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {%- set clock_rows = 'select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1' -%}
   {#- The new stream time per partition, read once when records arrived: the constants that the

@@ -188,6 +188,10 @@
     into the output with a change-minimal MERGE, then the CombinedKey index follows. -#}
 {% macro fk_join_write(cfg, plan, new_rows, run) %}
   {%- set index = incremental_joins.state_relation('index') -%}
+  {%- if plan.mode != 'unchanged' -%}
+    {%- set body_columns = incremental_joins.check_output_columns(cfg, new_rows) -%}
+    {%- set columns = incremental_joins.assert_output_columns(body_columns) or body_columns -%}
+  {%- endif -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {%- if plan.mode == 'unchanged' -%}
     {%- call statement('main') -%}select 'no input changed' as outcome{%- endcall -%}
@@ -196,7 +200,6 @@
 
   {%- if plan.mode != 'incremental' -%}
     {#- Everything: the output re-created (or merged, for the automatic fallback), the index rebuilt. -#}
-    {%- do incremental_joins.check_output_columns(cfg, new_rows) -%}
     {%- set written, mode = incremental_joins.write_all(new_rows, cfg.key_columns, sql) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {%- do incremental_joins.create_index(cfg, index, plan.left_sql, plan.left_version if plan.left_version is not none else -1) -%}
@@ -211,7 +214,6 @@
       {%- for c in cfg.left_key -%}{%- do no_left.append('t.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
       {%- set region = region ~ ' union all select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected_right ~ ' as r on ' ~ incremental_joins.keys_match(cfg.right_key, 't', 'r') ~ ' where ' ~ no_left | join(' and ') -%}
     {%- endif -%}
-    {%- set columns = incremental_joins.query_columns('select * from ' ~ this) -%}
     {%- if cfg.output_key == 'left' -%}
       {%- set stale = incremental_joins.stale_keys('select ' ~ incremental_joins.column_list(cfg.left_key) ~ ' from ' ~ plan.affected, 'select * from ' ~ staged, cfg.key_columns, columns) -%}
     {%- else -%}

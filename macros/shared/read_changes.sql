@@ -68,7 +68,48 @@
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
+  {%- if from_version >= 0 -%}{%- do incremental_joins.assert_input_columns(name, from_version, to_version) -%}{%- endif -%}
   {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason}) }}
+{% endmacro %}
+
+{#- Schema drift of an input: its columns (names and types) at the version consumed last and at
+    the version this run reads must be the same, or its changes cannot be read (two versions'
+    rows do not compare; a state table holds the old columns). One statement, planned and never
+    run: both versions side by side, split at a marker column. -#}
+{% macro assert_input_columns(name, from_version, to_version) %}
+  {%- set both = get_column_schema_from_query('select 1 as __ij_from, a.*, 1 as __ij_to, b.* from (select * from ' ~ name ~ ' version as of ' ~ from_version
+                                              ~ ') as a cross join (select * from ' ~ name ~ ' version as of ' ~ to_version ~ ') as b') -%}
+  {%- set cut = namespace(at=0) -%}
+  {%- for c in both -%}{%- if c.name == '__ij_to' -%}{%- set cut.at = loop.index0 -%}{%- endif -%}{%- endfor -%}
+  {%- set changes = incremental_joins.column_changes(both[1:cut.at], both[cut.at + 1:]) -%}
+  {%- if changes -%}
+    {%- set msg -%}
+{{ model.name }}: input {{ name }} changed its columns between version {{ from_version }}, which this model consumed last, and version {{ to_version }} ({{ changes }}): its changes cannot be read across a change of columns. Run `dbt run --full-refresh --select {{ model.name }}` to rebuild the model from the current inputs. Nothing was written.
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
+{% endmacro %}
+
+{#- How two column lists differ, in words ('' when they do not): 'added c (type); removed d;
+    retyped e (int -> bigint)'. Each column is a Column (name and type) or just a name; names
+    compare case-insensitively, as Spark's do, and types only when both lists have them. -#}
+{% macro column_changes(before, after) %}
+  {%- set old, new = {}, {} -%}
+  {%- for c in before -%}{%- do old.update({(c.name if c.name is defined else c) | lower: c}) -%}{%- endfor -%}
+  {%- for c in after -%}{%- do new.update({(c.name if c.name is defined else c) | lower: c}) -%}{%- endfor -%}
+  {%- set added, removed, retyped = [], [], [] -%}
+  {%- for key, c in new.items() -%}
+    {%- if key not in old -%}{%- do added.append(c.name ~ ' (' ~ c.dtype ~ ')' if c.dtype is defined else c) -%}
+    {%- elif c.dtype is defined and old[key].dtype is defined and c.dtype != old[key].dtype -%}
+      {%- do retyped.append(c.name ~ ' (' ~ old[key].dtype ~ ' -> ' ~ c.dtype ~ ')') -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- for key, c in old.items() if key not in new -%}{%- do removed.append(c.name if c.name is defined else c) -%}{%- endfor -%}
+  {%- set parts = [] -%}
+  {%- for word, names in [('added', added), ('removed', removed), ('retyped', retyped)] if names -%}
+    {%- do parts.append(word ~ ' ' ~ names | join(', ')) -%}
+  {%- endfor -%}
+  {{ return(parts | join('; ')) }}
 {% endmacro %}
 
 {% macro table_property(name, key) %}

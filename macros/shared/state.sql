@@ -191,6 +191,23 @@
   {{ return(get_column_schema_from_query(sql) | map(attribute='name') | list) }}
 {% endmacro %}
 
+{#- Schema drift of the output: a run that writes into the existing output (not a first run or
+    --full-refresh, which create it) writes the body's `columns` into it by name, so they must be
+    its columns. Fails before anything is written, naming the columns the body added and
+    removed. Returns the output's columns (none when the run creates it). -#}
+{% macro assert_output_columns(columns) %}
+  {%- if load_cached_relation(this) is none or should_full_refresh() -%}{{ return(none) }}{%- endif -%}
+  {%- set existing = get_column_schema_from_query('select * from ' ~ this) -%}
+  {%- set changes = incremental_joins.column_changes(existing, columns) -%}
+  {%- if changes -%}
+    {%- set msg -%}
+{{ model.name }}: the model's columns changed since its output {{ this }} was built ({{ changes }}), and a run writes into the existing output. Run `dbt run --full-refresh --select {{ model.name }}` to rebuild it with the new columns. Nothing was written.
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
+  {{ return(existing | map(attribute='name') | list) }}
+{% endmacro %}
+
 {#- The whole output from `new_rows`: created on a first run or --full-refresh; otherwise (a
     recompute chosen by the operator) merged change-minimally, so the change feed stays exact.
     Returns [write metrics, mode]. -#}
