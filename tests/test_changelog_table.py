@@ -187,6 +187,21 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     assert "customers: the input has 1 change events with a null sequence ('lsn'), e.g. key {\"id\":\"4\"}" in message
     assert cl.version() == version
 
+    # Filtered out in the body, the event without a sequence passes; one without a key does not,
+    # nor, with an arrival order configured, one without an offset.
+    body = model()["customers"] + "where lsn is not null\n"
+    path.write_text(body)
+    cl.run()
+    spark.sql(f"insert into {cl.schema}.cdc values (null, 'fay', 'c', 6, 5)")
+    message = error_of(cl.run(check=False))
+    assert "customers: the input has 1 change events with a null key (id). Filter them out in the model body, or fix 'key'. Nothing was written." in message
+    path.write_text(model(arrival_order="'kafka_offset'")["customers"] + "where lsn is not null and id is not null\n")
+    spark.sql(f"insert into {cl.schema}.cdc values ('7', 'gus', 'c', 7, null)")
+    message = error_of(cl.run(check=False))
+    assert "customers: the input has 1 change events with a null arrival order ('kafka_offset'), e.g. key {\"id\":\"7\"}. Fill it upstream or unset 'arrival_order'." in message
+    assert cl.version() == version
+    assert cl.output() == {"1": ("ann", 1), "2": ("bob", 2), "5": ("eve", 5)}
+
 
 def test_expired_tombstones_are_purged_and_stop_blocking_older_events(scratch_project, spark):
     body = MODELS["customers"].replace("arrival_order='kafka_offset'", "arrival_order='kafka_offset', tombstone_retention='1 second'")

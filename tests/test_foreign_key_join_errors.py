@@ -37,6 +37,17 @@ def test_unknown_join_type(project_with):
     assert "joined: config 'join_type' (sideways) is not one of inner, left, outer" in message
 
 
+def test_body_without_the_join_marker(project_with, spark):
+    fk = project_with()
+    model_file = fk.project.path / "models" / "joined.sql"
+    model_file.write_text(model_file.read_text().replace("{{ incremental_joins.join(source('t', 'lhs'), source('t', 'rhs')) }}",
+                                                         "{{ source('t', 'lhs') }} as l left join {{ source('t', 'rhs') }} as r on l.fk = r.rk"))
+    message = error_of(fk.run(check=False))
+    assert "joined: a foreign_key_join model reads its input through a marker macro, and none was found in its SQL." in message
+    assert "Write the body as `select ... from {{ incremental_joins.join(ref('orders'), ref('customers')) }}`" in message
+    assert not spark.catalog.tableExists(f"{fk.schema}.joined")
+
+
 def test_outer_join_needs_the_combined_key(project_with):
     fk = project_with(join_type="'outer'")
     message = error_of(fk.run(check=False))
