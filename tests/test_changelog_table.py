@@ -150,10 +150,14 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
         ({"sequence": None}, "customers: config 'sequence' (not set) is required"),
         ({"sequence": "'position'"}, "config 'sequence' (position) is not a column of the model body"),
         ({"operation": "'kind'"}, "config 'operation' (kind) is not a column of the model body"),
+        ({"operation_mapping": "'c'"}, "customers: config 'operation_mapping' (c) must be a dict from operation value to upsert, delete or ignore"),
     ]:
         path.write_text(model(**config)["customers"])
         assert expected in error_of(cl.run(check=False)), config
 
+    path.write_text(model()["customers"].replace("select *", "select id, name, op, lsn"))
+    assert ("customers: config '(body)' (_ij_commit_version) is dropped by the select list; the arrival order needs it; "
+            "select *, or add _ij_commit_version, _ij_commit_timestamp to the select list") in error_of(cl.run(check=False))
     path.write_text(model()["customers"])
     odd = "x\\'y"   # an operation value with a backslash and a quote: both survive into the SQL
     cl.append(("2", "bob", odd, 2, 1), ("3", "cy", "truncate", 3, 2))

@@ -213,6 +213,9 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     ]:
         path.write_text(f"{{{{ config(materialized='deduplicate', {config}) }}}}\n{BODY}")
         assert expected in error_of(stream.run(check=False)), config
+    path.write_text(f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}}}\n" + BODY.replace("select *", "select part, k, id, ts"))
+    assert ("d: config '(body)' (_ij_commit_version) is dropped by the select list; arrival order and exactly-once output need it; "
+            "select *, or keep _ij_commit_version in the select list") in error_of(stream.run(check=False))
     path.write_text(f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}}}\n{BODY}")
     stream.append(("p", "a", None, 1))
     stream.run()

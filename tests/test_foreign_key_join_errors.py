@@ -54,6 +54,18 @@ def test_outer_join_needs_the_combined_key(project_with):
     assert "config 'output_key' (left) must be 'combined' when join_type is 'outer'" in message
 
 
+def test_combined_key_needs_distinct_names_and_the_body_the_key_columns(project_with):
+    fk = project_with(output_key="'combined'", right_key="'k'")
+    message = error_of(fk.run(check=False))
+    assert "joined: config 'output_key' (combined) needs distinct column names for the combined key (k, k)" in message
+    assert "rename the left or right key columns upstream, or use output_key='left'" in message
+    model_file = fk.project.path / "models" / "joined.sql"
+    model_file.write_text(model().replace("{{ incremental_joins.output_key() }}, ", ""))
+    message = error_of(fk.run(check=False))
+    assert "joined: config 'output_key' (left) needs the output columns k, but the model does not select k" in message
+    assert "start the select list with {{ incremental_joins.output_key() }}" in message
+
+
 @pytest.mark.parametrize("key, value, rule", [
     ("broadcast_changes_below", "-1", "must be a number of rows, 0 or more"),
     ("full_recompute_above", "-0.5", "must be a fraction of the left table, 0 or more"),
