@@ -197,7 +197,7 @@
     removed. Returns the output's columns (none when the run creates it). -#}
 {% macro assert_output_columns(columns) %}
   {%- if load_cached_relation(this) is none or should_full_refresh() -%}{{ return(none) }}{%- endif -%}
-  {%- set existing = get_column_schema_from_query('select * from ' ~ this) -%}
+  {%- set existing = incremental_joins.query_columns('select * from ' ~ this) -%}
   {%- set changes = incremental_joins.column_changes(existing, columns) -%}
   {%- if changes -%}
     {%- set msg -%}
@@ -205,7 +205,7 @@
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
-  {{ return(existing | map(attribute='name') | list) }}
+  {{ return(existing) }}
 {% endmacro %}
 
 {#- The whole output from `new_rows`: created on a first run or --full-refresh; otherwise (a
