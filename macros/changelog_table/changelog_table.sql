@@ -15,14 +15,14 @@
   {%- set run = incremental_joins.begin_run([name], 'error', [sequences]) -%}
   {%- set plan = incremental_joins.stream_plan(name, run) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
-  {%- if plan.mode != 'unchanged' -%}{%- do incremental_joins.assert_output_columns(cfg.key + events['values']) -%}{%- endif -%}
+  {%- set columns = incremental_joins.assert_output_columns(cfg.key + events['values']) if plan.mode != 'unchanged' else none -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {%- if plan.mode == 'unchanged' -%}
     {%- call statement('main') -%}select 'no new change events' as outcome{%- endcall -%}
     {%- set stats = {'mode': 'incremental'} -%}
   {%- else -%}
     {%- set cutoff = plan.to_timestamp ~ ' - ' ~ cfg.tombstone_retention -%}
-    {%- set stats = incremental_joins.changelog_write(cfg, events, run.full_reason, sequences, cutoff) -%}
+    {%- set stats = incremental_joins.changelog_write(cfg, events, run.full_reason, sequences, cutoff, columns) -%}
   {%- endif -%}
   {%- do incremental_joins.end_run('changelog_table', started_at, stats, run.versions) -%}
   {{ return({'relations': [this]}) }}
@@ -123,7 +123,7 @@
 {#- Newest event per key among this run's events; then, incrementally, only those newer than the
     key's stored sequence (ties on the sequence: the later arrival wins). Writes the output and
     the sequence state change-minimally. -#}
-{% macro changelog_write(cfg, events, full_reason, sequences, cutoff) %}
+{% macro changelog_write(cfg, events, full_reason, sequences, cutoff, columns) %}
   {%- set keys = cfg.key -%}
   {%- set key_list = incremental_joins.column_list(keys) -%}
   {%- set value_list = incremental_joins.column_list(events['values']) -%}
@@ -149,7 +149,7 @@
     {%- set mode = 'incremental' -%}
   {%- else -%}
     {%- set recompute = output_sql ~ '(' ~ incremental_joins.newest_events_sql(keys, events['values'], '(' ~ events.recompute_sql ~ ') as e') ~ ") as n where __ij_kind = 'upsert'" -%}
-    {%- set written, mode = incremental_joins.write_all(output_sql ~ newest ~ " where __ij_kind = 'upsert'", keys, recompute) -%}
+    {%- set written, mode = incremental_joins.write_all(output_sql ~ newest ~ " where __ij_kind = 'upsert'", keys, recompute, columns) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {%- do incremental_joins.create_state_table(sequences, state_sql ~ newest ~ ' where not (' ~ expired ~ ')', keys) -%}
     {%- set applied_count = counts[1] -%}

@@ -210,13 +210,13 @@
 
 {#- The whole output from `new_rows`: created on a first run or --full-refresh; otherwise (a
     recompute chosen by the operator) merged change-minimally, so the change feed stays exact.
-    Returns [write metrics, mode]. -#}
-{% macro write_all(new_rows, key_columns, recompute_sql) %}
+    `columns`: the output's, as assert_output_columns returned them. Returns [write metrics, mode]. -#}
+{% macro write_all(new_rows, key_columns, recompute_sql, columns) %}
   {%- if load_cached_relation(this) is none or should_full_refresh() -%}
     {%- do incremental_joins.create_output(new_rows, key_columns, recompute_sql) -%}
     {{ return([incremental_joins.last_write_metrics(this, -1), 'full_refresh']) }}
   {%- endif -%}
   {%- set staged = incremental_joins.stage('new_rows', new_rows) -%}
   {%- set stale = 'select t.* from ' ~ this ~ ' as t left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(key_columns, 't', 'n') -%}
-  {{ return([incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, key_columns, incremental_joins.query_columns('select * from ' ~ this), 'main'), 'fallback']) }}
+  {{ return([incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, key_columns, columns, 'main'), 'fallback']) }}
 {% endmacro %}
