@@ -79,9 +79,8 @@
 {% macro assert_input_columns(name, from_version, to_version) %}
   {%- set both = get_column_schema_from_query('select a.*, 1 as __ij_to, b.* from (select * from ' ~ name ~ ' version as of ' ~ from_version
                                               ~ ') as a cross join (select * from ' ~ name ~ ' version as of ' ~ to_version ~ ') as b') -%}
-  {%- set cut = namespace(at=0) -%}
-  {%- for c in both -%}{%- if c.name == '__ij_to' -%}{%- set cut.at = loop.index0 -%}{%- endif -%}{%- endfor -%}
-  {%- set changes = incremental_joins.column_changes(both[:cut.at], both[cut.at + 1:]) -%}
+  {%- set cut = (both | map(attribute='name') | list).index('__ij_to') -%}
+  {%- set changes = incremental_joins.column_changes(both[:cut], both[cut + 1:]) -%}
   {%- if changes -%}
     {%- set msg -%}
 {{ model.name }}: input {{ name }} changed its columns between version {{ from_version }}, which this model consumed last, and version {{ to_version }} ({{ changes }}): its changes cannot be read across a change of columns. Run `dbt run --full-refresh --select {{ model.name }}` to rebuild the model from the current inputs. Nothing was written.
