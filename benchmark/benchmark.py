@@ -433,16 +433,18 @@ def runs_of(results: dict) -> list[dict]:
 
 
 def merge(previous: dict | None, current: dict) -> dict:
-    """The current run's sizes replace the same sizes of the previous results; other sizes stay,
-    with the run that measured them (a 10M run need not repeat the 1M one). What describes a run
-    (date, commit, machine, ...) lives in `runs` only."""
-    sizes = set(current["sizes"])
-    runs = [{**r, "sizes": rest} for r in runs_of(previous) if (rest := [s for s in r["sizes"] if s not in sizes])] \
-        if previous else []
+    """The current run's rows replace the previous rows of the same size and fraction; other rows
+    stay, with the runs that measured them (a 10M run need not repeat the 1M one, and a round at
+    10M and 50% need not repeat the 10M rounds before it). A previous run keeps the sizes it still
+    has measured rounds of (setup rows, fraction 0, do not count), and is dropped with none. What describes a run (date, commit, ...) lives in `runs` only."""
+    replaced = {(r["size"], r["fraction"]) for r in current["rows"]}
+    rows = [r for r in (previous or {}).get("rows", []) if (r["size"], r["fraction"]) not in replaced]
+    left = {(r["size"], r["fraction"]) for r in rows}
+    runs = [{**r, "sizes": rest} for r in runs_of(previous)
+            if (rest := [s for s in r["sizes"] if any((s, f) in left for f in r["fractions"])])] if previous else []
     runs += runs_of(current)
-    rows = [r for r in (previous or {}).get("rows", []) if r["size"] not in sizes] + current["rows"]
     return {"sizes": sorted({s for r in runs for s in r["sizes"]}),
-            "fractions": sorted({f for r in runs for f in r["fractions"]}), "runs": runs, "rows": rows}
+            "fractions": sorted({f for r in runs for f in r["fractions"]}), "runs": runs, "rows": rows + current["rows"]}
 
 
 def machine() -> str:

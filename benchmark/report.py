@@ -190,7 +190,8 @@ def write_report(results: dict, out: Path) -> None:
     images = plots(rows, sizes, fractions, out)
     runs = results.get("runs") or [results]
     md = [f"# Benchmark report — {max(r['started'] for r in runs)[:10]}", ""]
-    md += [f"- {', '.join(label(s) for s in r['sizes'])} rows ({', '.join(r.get('operators') or ['all operators'])}): "
+    md += [f"- {', '.join(label(s) for s in r['sizes'])} rows at {', '.join(pct(f) for f in r['fractions'])} "
+           f"({', '.join(r.get('operators') or ['all operators'])}): "
            f"run {r['started'][:16].replace('T', ' ')} UTC on {r['machine']}; Spark {r['spark']} local, driver memory "
            f"{r['driver_memory']}; commit {r['commit']}; seed {r['seed']}; whole run {r['minutes']} min."
            for r in runs]

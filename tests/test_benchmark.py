@@ -117,4 +117,14 @@ def test_a_run_of_one_size_replaces_only_that_size_in_the_results(tmp_path):
     assert [(r["size"], r["seconds"]) for r in again["rows"]] == [(1000, 3.0), (1000, 20.0), (10000, 8.0)]
     assert [r["commit"] for r in again["runs"]] == ["aaa", "bbb"]
     report.write_report(again, tmp_path)
-    assert "- 10k rows (foreign_key_join): run 2026-11-22 08:00 UTC on m" in (tmp_path / "report.md").read_text()
+    assert "- 10k rows at 0.1%, 1% (foreign_key_join): run 2026-11-22 08:00 UTC on m" in (tmp_path / "report.md").read_text()
+    # A round at one more fraction of a measured size replaces only that size's rows at that
+    # fraction (and its setup rows, fraction 0): both runs stay, each with the size.
+    late = {**run, "started": "2026-11-22T10:00:00+00:00", "fractions": [0.5], "commit": "ccc"}
+    fifty = benchmark.merge(again, {**late, "runs": [late], "rows": [fk(10000, 0.0, "initial build", 30.0), fk(10000, 0.5, "incremental", 40.0)]})
+    assert [(r["size"], r["fraction"], r["seconds"]) for r in fifty["rows"]] == [
+        (1000, 0.01, 3.0), (1000, 0.1, 20.0), (10000, 0.001, 8.0), (10000, 0.0, 30.0), (10000, 0.5, 40.0)]
+    assert [(r["commit"], r["sizes"]) for r in fifty["runs"]] == [("aaa", [1000]), ("bbb", [10000]), ("ccc", [10000])]
+    assert fifty["fractions"] == [0.001, 0.01, 0.1, 0.5]
+    # ...and the same round again replaces it, leaving the runs as they were.
+    assert [r["commit"] for r in benchmark.merge(fifty, {**late, "runs": [late], "rows": [fk(10000, 0.5, "incremental", 41.0)]})["runs"]] == ["aaa", "bbb", "ccc"]

@@ -106,6 +106,15 @@ def test_seed_examples_in_one_run_and_record_by_record(scratch_project, spark):
             many.append(record)
         many.run("--full-refresh") if start == 0 else many.run()
     check_examples(many)
+    # The run log's rows_inserted of the four runs (the last full refresh and the three after it)
+    # add up to the output's rows.
+    for model in MODELS:
+        log = spark.sql(f"select mode, rows_inserted from {many.schema}.incremental_joins_run_log "
+                        f"where model = '{model}' order by started_at").collect()
+        last_refresh = max(i for i, r in enumerate(log) if r["mode"] == "full_refresh")
+        assert len(log) - last_refresh == 4, model
+        output = spark.table(f"{many.schema}.{model}").count()
+        assert sum(r["rows_inserted"] for r in log[last_refresh:]) == output > 0, model
 
 
 def test_store_entries_expire_by_their_own_partitions_stream_time(scratch_project, spark):

@@ -158,9 +158,10 @@
       {%- call statement('main') -%}select 'nothing to append' as outcome{%- endcall -%}
       {%- set written = {'inserted': 0} -%}
     {%- else -%}
-      {%- set version_before = incremental_joins.latest_version(this | string) -%}
+      {#- It appends exactly the forwarded records that the counts counted (both read the cached
+          stages): no `describe history` before and after it for the number. -#}
       {%- call statement('main') -%}insert into {{ this }} ({{ incremental_joins.column_list(user_columns) }}) {{ forwarded }}{%- endcall -%}
-      {%- set written = incremental_joins.last_write_metrics(this, version_before) -%}
+      {%- set written = {'inserted': counts[1]} -%}
     {%- endif -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
   {%- endif -%}
