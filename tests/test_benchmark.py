@@ -128,3 +128,8 @@ def test_a_run_of_one_size_replaces_only_that_size_in_the_results(tmp_path):
     assert fifty["fractions"] == [0.001, 0.01, 0.1, 0.5]
     # ...and the same round again replaces it, leaving the runs as they were.
     assert [r["commit"] for r in benchmark.merge(fifty, {**late, "runs": [late], "rows": [fk(10000, 0.5, "incremental", 41.0)]})["runs"]] == ["aaa", "bbb", "ccc"]
+    # A run of another operator at a measured size and fraction keeps foreign_key_join's rows.
+    dedup = {**late, "commit": "ddd", "operators": ["deduplicate"]}
+    both = benchmark.merge(fifty, {**dedup, "runs": [dedup], "rows": [{**fk(10000, 0.5, "incremental", 12.0), "operator": "deduplicate"}]})
+    assert [(r["operator"], r["seconds"]) for r in both["rows"] if r["fraction"] == 0.5] == [("foreign_key_join", 40.0), ("deduplicate", 12.0)]
+    assert [r["commit"] for r in both["runs"]] == ["aaa", "bbb", "ccc", "ddd"]
