@@ -21,7 +21,10 @@ import pytest
 
 from conftest import ROOT
 
-pytestmark = pytest.mark.session_only  # needs no Spark at all: run once, not per test mode
+# Needs no Spark at all: run once, not per test mode. One worker for both tests: each builds the
+# Databricks venv when it is missing, and two workers building it at once replace its files under
+# each other's running dbt (seen: the parse killed by SIGBUS).
+pytestmark = [pytest.mark.session_only, pytest.mark.xdist_group("databricks_venv")]
 
 VENV = ROOT / ".venv-databricks"
 REQUIREMENTS = ["dbt-core~=1.11.0", "dbt-databricks~=1.11.0"]
