@@ -16,7 +16,7 @@
   {%- if key_columns | unique | list | length != key_columns | length -%}
     {{ incremental_joins.config_error('output_key', output_key, 'needs distinct column names for the combined key (' ~ key_columns | join(', ') ~ ')', "rename the left or right key columns upstream, or use output_key='left'") }}
   {%- endif -%}
-  {%- set threshold = incremental_joins.non_negative_config('full_recompute_above', 0.3, 'must be a fraction of the left table, 0 or more', 'e.g. 0.3 recomputes everything when over 30% of the left rows are affected') -%}
+  {%- set threshold = incremental_joins.non_negative_config('full_recompute_above', 0.5, 'must be a fraction of the left table, 0 or more', 'e.g. 0.5 recomputes everything when over half of the left rows are affected') -%}
   {%- set broadcast_below = incremental_joins.non_negative_config('broadcast_changes_below', 1000000, 'must be a number of rows, 0 or more', 'e.g. 1000000 broadcasts the changes into the output MERGE when at most a million keys are affected; 0 never does') -%}
   {{ return({
       'left_key': left_key, 'right_key': right_key, 'foreign_key': foreign_key,
