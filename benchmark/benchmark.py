@@ -435,8 +435,9 @@ def runs_of(results: dict) -> list[dict]:
 def merge(previous: dict | None, current: dict) -> dict:
     """The current run's rows replace the previous rows of the same operator, size and fraction;
     other rows stay, with the runs that measured them (a 10M run need not repeat the 1M one, a
-    round at 10M and 50% the 10M rounds before it, a run of one operator the others). A previous run keeps the sizes it still
-    has measured rounds of (setup rows, fraction 0, do not count), and is dropped with none. What describes a run (date, commit, ...) lives in `runs` only."""
+    round at 10M and 50% the 10M rounds before it, a run of one operator the others). A previous
+    run keeps the sizes it still has measured rounds of (setup rows, fraction 0, do not count) and
+    is dropped with none. What describes a run (date, commit, ...) lives in `runs` only."""
     replaced = {(r["operator"], r["size"], r["fraction"]) for r in current["rows"]}
     rows = [r for r in (previous or {}).get("rows", []) if (r["operator"], r["size"], r["fraction"]) not in replaced]
     left = {(r["size"], r["fraction"]) for r in rows}
