@@ -113,7 +113,7 @@ def test_seed_examples_in_one_run_and_record_by_record(scratch_project, spark):
                         f"where model = '{model}' order by started_at").collect()
         last_refresh = max(i for i, r in enumerate(log) if r["mode"] == "full_refresh")
         assert len(log) - last_refresh == 4, model
-        output = spark.table(f"{many.schema}.{model}").count()
+        output = spark.sql(f"select count(*) from {many.schema}.{model}").first()[0]
         assert sum(r["rows_inserted"] for r in log[last_refresh:]) == output > 0, model
 
 
