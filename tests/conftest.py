@@ -32,6 +32,7 @@ MODE = os.environ.get("INCREMENTAL_JOINS_TEST_MODE", "session")
 if MODE not in ("session", "thrift"):
     raise pytest.UsageError(f"INCREMENTAL_JOINS_TEST_MODE={MODE!r}: use 'session' or 'thrift'")
 THRIFT = MODE == "thrift"
+pytest_plugins = ["hang_watchdog"]   # a test that hangs is stopped, shown and run once more
 
 
 def pytest_configure(config: pytest.Config) -> None:

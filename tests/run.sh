@@ -57,8 +57,9 @@ minutes() { echo $(( (session_seconds * $1 / 100 + 59) / 60 + 2 )); }
 # fits N: a mode chosen by hand always runs; in the whole run, N more minutes must end in budget.
 fits() { [ -n "${INCREMENTAL_JOINS_TEST_MODE:-}" ] || [ "$SECONDS" -le $(( budget - $1 * 60 )) ]; }
 # Either mode: pytest workers handed whole xdist_groups; each lists its 25 longest tests
-# (--durations), the figures THRIFT_TIERS and LONGEST_FIRST are set from.
-pytest_workers() { python -m pytest -n "$1" --dist loadgroup --durations=25 "${@:2}"; }
+# (--durations), the figures THRIFT_TIERS and LONGEST_FIRST are set from. A test that hangs ends
+# its worker and runs once more (tests/hang_watchdog.py); a second hang in a run ends it.
+pytest_workers() { python -m pytest -n "$1" --dist loadgroup --max-worker-restart 1 --durations=25 "${@:2}"; }
 for mode in ${INCREMENTAL_JOINS_TEST_MODE:-session thrift}; do
   echo "tests: $mode mode (after $((SECONDS / 60)) min)" >&2
   if [ "$mode" = thrift ]; then
