@@ -29,7 +29,7 @@ import pytest
 
 MINUTES = float(os.environ.get("INCREMENTAL_JOINS_TEST_HANG_MINUTES", "20"))
 EXIT_CODE = 70
-CRASHED: list[str] = []   # the tests whose worker ended, in the controller
+ENDED_WORKERS = 0   # workers that ended while running a test, counted in the controller
 DUMPS = Path(".pytest_hangs")
 
 
@@ -113,9 +113,10 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> 
     """In the controller: a worker ended while running a test, which is already queued again (see
     above). The run's first such test, when it hung, is a rerun, not a failure: any other ended
     worker fails its test, and the next one ends the run (`--max-worker-restart 1`)."""
-    CRASHED.append(crashitem)
+    global ENDED_WORKERS
+    ENDED_WORKERS += 1
     dumps = dumps_of(crashitem)
-    if dumps and len(CRASHED) == 1:
+    if dumps and ENDED_WORKERS == 1:
         report.outcome = "rerun"
     if dumps:
         report.longrepr = f"{report.longrepr}: it hung (over {MINUTES:g} min); what it was doing: {dumps[-1]}"
