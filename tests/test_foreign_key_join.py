@@ -6,6 +6,8 @@ applied to them since the previous run, as in SPEC's worked example (one run per
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import THRIFT
@@ -169,3 +171,49 @@ def test_left_keys_renamed_and_overwritten_within_one_commit(fk):
     fk.run()
     assert fk.output("fk_inner") == {"k1": ("b", "r1", "x4"), "k3": ("c", "r2", "y3")}
     assert fk.last_run_log("fk_inner")["fan_out"] == 1
+
+
+def newest_highwater_rows(fk, model: str) -> tuple[dict, int]:
+    """The model's highwater read back by hand: {input: {'version', 'pending'}} from each input's
+    newest row (newest `updated_at`; an advance wins a tie with its pin), and the row count."""
+    rows = fk.spark.sql(f"select * from {fk.schema}.{model}__ij_highwater").collect()
+    newest: dict = {}
+    for r in rows:
+        rank = (r.updated_at, r.pending_version is None)
+        if r.input not in newest or rank > newest[r.input][0]:
+            newest[r.input] = (rank, {"version": r.version, "pending": r.pending_version})
+    return {name: state for name, (_, state) in newest.items()}, len(rows)
+
+
+def highwater_note(fk, model: str) -> dict | None:
+    """The state the newest commit of the model's highwater table carries, as a run reads it."""
+    note = fk.spark.sql(f"describe history {fk.schema}.{model}__ij_highwater limit 1").first()["userMetadata"]
+    return json.loads(note)["incremental_joins_highwater"] if note else None
+
+
+def test_highwater_read_from_its_newest_commit_and_from_its_rows_when_that_carries_none(fk):
+    """A run reads the highwater from the user metadata of the highwater table's newest commit,
+    which each pin and advance write: it must equal the table's rows (their newest per input, and
+    their count, which decides compaction). A commit that carries none (an OPTIMIZE of the table)
+    sends the next run to the rows, and that run is still incremental and right."""
+    fk.put_right(("r1", "x"), ("r2", "y"))
+    fk.put_left(("k1", "a", "r1"), ("k2", "b", "r2"))
+    fk.run()
+    fk.put_right(("r1", "x2"))
+    fk.run()
+    for model in ("fk_inner", "fk_left"):
+        state, count = newest_highwater_rows(fk, model)
+        assert highwater_note(fk, model) == {"state": state, "rows": count}, model
+        assert state and all(s["pending"] is None for s in state.values()), model
+    # Only the highwater's commits carry it (the two models ran in two threads of one session).
+    for table in ("fk_inner", "fk_left", "fk_inner__ij_index", "fk_left__ij_index"):
+        assert {h.userMetadata for h in fk.spark.sql(f"describe history {fk.schema}.{table}").collect()} == {None}, table
+    fk.spark.sql(f"optimize {fk.schema}.fk_inner__ij_highwater")
+    assert highwater_note(fk, "fk_inner") is None
+    fk.put_right(("r2", "y2"))
+    fk.put_left(("k3", "c", "r1"))
+    fk.run()
+    assert fk.output("fk_inner") == {"k1": ("a", "r1", "x2"), "k2": ("b", "r2", "y2"), "k3": ("c", "r1", "x2")}
+    assert fk.last_run_log("fk_inner")["mode"] == "incremental"
+    state, count = newest_highwater_rows(fk, "fk_inner")
+    assert highwater_note(fk, "fk_inner") == {"state": state, "rows": count}

@@ -9,7 +9,18 @@
     The table is append-only: each pin and each advance appends a row per input, and the newest
     row of an input is its state. A blind append is the cheapest Delta commit (it reads nothing
     and conflicts with nothing); an overwrite of even a two-row table costs several times as
-    much. `read_highwater` compacts the table to its newest rows once it holds `compact_above` rows. -#}
+    much. `read_highwater` compacts the table to its newest rows once it holds `compact_above` rows.
+
+    On Spark, each write also records the whole state (the newest row of every input, and the
+    table's row count) as its commit's user metadata (a write option of the statement itself,
+    `insert into ... with ('userMetadata' = ...)`, Spark 4; not the session setting, which every
+    model running in another thread of the same session would see), so a run reads it from
+    `describe history ... limit 1` (Delta's newest commit file, no Spark job) instead of querying
+    the rows: a table written twice a run is read at a new version every run, and Delta rebuilds a
+    new version's snapshot with Spark jobs. Measured: 0.1-0.2 s instead of 1.1-1.6 s a run
+    (README). The rows stay the record: when the newest commit carries no state (a table written
+    before, an OPTIMIZE or DELETE of its own, Databricks, or the var
+    `incremental_joins_highwater_notes: false` for Spark before 4.0), the rows are read. -#}
 
 {% macro highwater_relation() %}
   {{ return(incremental_joins.state_relation('highwater')) }}
@@ -33,13 +44,37 @@
     input (an advance is appended after the pin of its run, so it also wins a tie). A table of
     `compact_above` rows or more with no run pending is first replaced by its newest rows. -#}
 {% macro read_highwater(compact_above=64) %}
-  {%- set rows = run_query("select input, version, pending_version, total from (select *, row_number() over (partition by input order by updated_at desc, pending_version is null desc) as recency, count(*) over () as total from " ~ incremental_joins.highwater_relation() ~ ") as h where recency = 1").rows -%}
-  {%- set out = {} -%}
-  {%- for r in rows -%}{%- do out.update({r[0]: {'version': r[1], 'pending': r[2]}}) -%}{%- endfor -%}
-  {%- if rows and rows[0][3] >= compact_above and out.values() | map(attribute='pending') | reject('none') | list | length == 0 -%}
-    {% do incremental_joins.write_highwater('compact', out, overwrite=true) %}
+  {%- set known = incremental_joins.highwater_from_history() -%}
+  {%- if known is none -%}
+    {%- set rows = run_query("select input, version, pending_version, total from (select *, row_number() over (partition by input order by updated_at desc, pending_version is null desc) as recency, count(*) over () as total from " ~ incremental_joins.highwater_relation() ~ ") as h where recency = 1").rows -%}
+    {%- set known = {'state': {}, 'rows': rows[0][3] | int if rows else 0} -%}
+    {%- for r in rows -%}{%- do known.state.update({r[0]: {'version': r[1] | int if r[1] is not none else none, 'pending': r[2] | int if r[2] is not none else none}}) -%}{%- endfor -%}
   {%- endif -%}
-  {{ return(out) }}
+  {%- do model.update({'incremental_joins_highwater': known}) -%}
+  {%- if known.rows >= compact_above and known.state.values() | map(attribute='pending') | reject('none') | list | length == 0 -%}
+    {% do incremental_joins.write_highwater('compact', known.state, overwrite=true) %}
+  {%- endif -%}
+  {{ return(known.state) }}
+{% endmacro %}
+
+{#- Whether the highwater's commits carry its state (see above). -#}
+{% macro highwater_notes() %}
+  {{ return(adapter.dispatch('highwater_notes', 'incremental_joins')()) }}
+{% endmacro %}
+
+{% macro default__highwater_notes() %}{{ return(false) }}{% endmacro %}
+
+{% macro spark__highwater_notes() %}{{ return(var('incremental_joins_highwater_notes', true)) }}{% endmacro %}
+
+{% macro databricks__highwater_notes() %}{{ return(false) }}{% endmacro %}
+
+{#- The state the newest commit of the highwater table carries ({'state': ..., 'rows': n}), or
+    none: when it carries none (see above), or where commits carry none (highwater_notes). -#}
+{% macro highwater_from_history() %}
+  {%- if not incremental_joins.highwater_notes() -%}{{ return(none) }}{%- endif -%}
+  {%- set note = run_query('describe history ' ~ incremental_joins.highwater_relation() ~ ' limit 1').rows[0]['userMetadata'] -%}
+  {%- set parsed = fromjson(note) if note and note.startswith('{"incremental_joins_highwater"') else none -%}
+  {{ return(parsed.incremental_joins_highwater if parsed else none) }}
 {% endmacro %}
 
 {#- Record the versions this run reads as pending, before its first write. -#}
@@ -59,13 +94,25 @@
 {% endmacro %}
 
 {#- Append one row per input ({input: {'version': v, 'pending': p}}), or with `overwrite`
-    replace the table by them. -#}
+    replace the table by them. Where highwater_notes, the commit carries the table's new state
+    (the state read this run, updated by these rows) as user metadata. -#}
 {% macro write_highwater(step, rows, overwrite=false) %}
   {%- set values = [] -%}
   {%- for name, row in rows.items() -%}
     {%- do values.append("('" ~ name ~ "', cast(" ~ (row.version if row.version is not none else 'null') ~ " as bigint), cast(" ~ (row.pending if row.pending is not none else 'null') ~ " as bigint), current_timestamp())") -%}
   {%- endfor -%}
+  {%- set known = model.get('incremental_joins_highwater') -%}
+  {%- set note = known is not none and incremental_joins.highwater_notes() -%}
+  {%- if note -%}
+    {%- set state = {} if overwrite else known.state.copy() -%}
+    {%- for name, row in rows.items() -%}
+      {%- do state.update({name: {'version': row.version | int if row.version is not none else none, 'pending': row.pending | int if row.pending is not none else none}}) -%}
+    {%- endfor -%}
+    {%- do known.update({'state': state, 'rows': (0 if overwrite else known.rows) + rows | length}) -%}
+  {%- endif -%}
   {% call statement(step ~ '_highwater') -%}
-    insert {{ 'overwrite' if overwrite else 'into' }} {{ incremental_joins.highwater_relation() }} values {{ values | join(', ') }}
+    insert {{ 'overwrite' if overwrite else 'into' }} {{ incremental_joins.highwater_relation() }}
+    {% if note %}with ('userMetadata' = {{ incremental_joins.string_literal(tojson({'incremental_joins_highwater': known})) }}){% endif %}
+    values {{ values | join(', ') }}
   {%- endcall %}
 {% endmacro %}
