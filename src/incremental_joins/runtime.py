@@ -147,6 +147,12 @@ def session_conf(paths: RuntimePaths) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         # Delta replays its log with 50 tasks by default; a laptop-sized table needs one or two.
         "spark.databricks.delta.snapshotPartitions": "2",
+        # Scalar subqueries run on one pool of threads per JVM (default 16). Models running in
+        # parallel (dbt threads; every client of a Thrift server) each count their run with several
+        # subqueries over cached views, whose building runs more subqueries: with all 16 threads
+        # waiting for those, Spark hung for good (seen in tests, thread dumps in the README).
+        # 128 is Spark's maximum.
+        "spark.sql.subquery.maxThreadThreshold": "128",
         "spark.sql.session.timeZone": "UTC",
         **extra_conf(),
     }
