@@ -150,7 +150,7 @@ def session_conf(paths: RuntimePaths) -> dict[str, str]:
         # Scalar subqueries run on one pool of threads per JVM (default 16). Models running in
         # parallel (dbt threads; every client of a Thrift server) each count their run with several
         # subqueries over cached views, whose building runs more subqueries: with all 16 threads
-        # waiting for those, Spark hung for good (seen in tests, thread dumps in the README).
+        # waiting for those, Spark hung for good (seen in tests; README, tests section).
         # 128 is Spark's maximum.
         "spark.sql.subquery.maxThreadThreshold": "128",
         "spark.sql.session.timeZone": "UTC",
