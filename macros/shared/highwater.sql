@@ -48,13 +48,18 @@
   {%- if known is none -%}
     {%- set rows = run_query("select input, version, pending_version, total from (select *, row_number() over (partition by input order by updated_at desc, pending_version is null desc) as recency, count(*) over () as total from " ~ incremental_joins.highwater_relation() ~ ") as h where recency = 1").rows -%}
     {%- set known = {'state': {}, 'rows': rows[0][3] | int if rows else 0} -%}
-    {%- for r in rows -%}{%- do known.state.update({r[0]: {'version': r[1] | int if r[1] is not none else none, 'pending': r[2] | int if r[2] is not none else none}}) -%}{%- endfor -%}
+    {%- for r in rows -%}{%- do known.state.update({r[0]: incremental_joins.highwater_entry(r[1], r[2])}) -%}{%- endfor -%}
   {%- endif -%}
   {%- do model.update({'incremental_joins_highwater': known}) -%}
   {%- if known.rows >= compact_above and known.state.values() | map(attribute='pending') | reject('none') | list | length == 0 -%}
     {% do incremental_joins.write_highwater('compact', known.state, overwrite=true) %}
   {%- endif -%}
   {{ return(known.state) }}
+{% endmacro %}
+
+{#- One input's state as the run keeps it: {'version': v, 'pending': p}, each an int or none. -#}
+{% macro highwater_entry(version, pending) %}
+  {{ return({'version': version | int if version is not none else none, 'pending': pending | int if pending is not none else none}) }}
 {% endmacro %}
 
 {#- Whether the highwater's commits carry its state (see above). -#}
@@ -106,7 +111,7 @@
   {%- if note -%}
     {%- set state = {} if overwrite else known.state.copy() -%}
     {%- for name, row in rows.items() -%}
-      {%- do state.update({name: {'version': row.version | int if row.version is not none else none, 'pending': row.pending | int if row.pending is not none else none}}) -%}
+      {%- do state.update({name: incremental_joins.highwater_entry(row.version, row.pending)}) -%}
     {%- endfor -%}
     {%- do known.update({'state': state, 'rows': (0 if overwrite else known.rows) + rows | length}) -%}
   {%- endif -%}
