@@ -130,7 +130,7 @@
   {%- set state_columns = keys + ['__ij_seq', '__ij_commit', '__ij_order', '__ij_commit_ts', '__ij_deleted'] -%}
   {%- set newest_sql = incremental_joins.newest_events_sql(keys, events['values'], events.relation) -%}
   {%- set newest = incremental_joins.stage('newest', newest_sql) -%}
-  {%- set counts = run_query('select (select count(*) from ' ~ events.relation ~ '), (select count(*) from ' ~ newest ~ ')').rows[0] -%}
+  {%- set counts = run_query(incremental_joins.one_row(['select count(*) from ' ~ events.relation, 'select count(*) from ' ~ newest])).rows[0] -%}
   {%- set output_sql = 'select ' ~ key_list ~ (', ' ~ value_list if events['values'] else '') ~ ' from ' -%}
   {%- set state_sql = 'select ' ~ key_list ~ ", __ij_seq, __ij_commit, __ij_order, __ij_commit_ts, __ij_kind = 'delete' as __ij_deleted from " -%}
   {%- set expired = "__ij_kind = 'delete' and __ij_commit_ts < " ~ cutoff -%}

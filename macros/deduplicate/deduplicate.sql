@@ -129,8 +129,8 @@
   {%- endfor -%}
   {%- set forwarded = 'select ' ~ exprs | join(', ') ~ ' from ' ~ records ~ ' as r where r.__ij_null_key or r.__ij_rid in (select explode(__ij_forwarded) from ' ~ folded ~ ')' -%}
   {#- The counts, and the check that every record has an event time, before the first write. -#}
-  {%- set counts = incremental_joins.checked_counts(['(select count(*) from ' ~ records ~ ')', '(select count(*) from (' ~ forwarded ~ ') as f)',
-        '(select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records ~ ')', '0' if full else '(select count(*) from ' ~ store ~ ')'],
+  {%- set counts = incremental_joins.checked_counts(['select count(*) from ' ~ records, 'select count(*) from (' ~ forwarded ~ ') as f',
+        'select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records, 'select 0' if full else 'select count(*) from ' ~ store],
         [incremental_joins.rows_check(records, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')",
                                       'Every record needs an event time: fill it upstream or filter such records out in the model body.')]) -%}
   {%- if not full -%}{%- do incremental_joins.assert_output_columns(user_columns) -%}{%- endif -%}

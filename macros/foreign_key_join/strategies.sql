@@ -153,8 +153,8 @@
   {%- set affected = incremental_joins.stage('affected_left', 'select ' ~ incremental_joins.column_list(lk) ~ ', max(left_change) as left_change, max(fan_out) as fan_out from (' ~ parts | join(' union all ') ~ ') as a group by all') -%}
   {#- One statement: affected keys, of them changed left rows and fan-out only; changed right
       rows; left rows now. -#}
-  {%- set counts = run_query('select count(*), coalesce(sum(cast(left_change as int)), 0), coalesce(sum(cast(fan_out and not left_change as int)), 0), '
-        ~ ('(select count(*) from ' ~ changed_right ~ ')' if right_changed else '0') ~ ', (select count(*) from (' ~ left_now ~ ') as l), (select count(*) from ' ~ index ~ ') from ' ~ affected).rows[0] -%}
+  {%- set counts = run_query(incremental_joins.one_row(['select count(*), coalesce(sum(cast(left_change as int)), 0), coalesce(sum(cast(fan_out and not left_change as int)), 0) from ' ~ affected,
+        'select count(*) from ' ~ changed_right if right_changed else 'select 0', 'select count(*) from (' ~ left_now ~ ') as l', 'select count(*) from ' ~ index])).rows[0] -%}
   {%- set right_rows_read, left_rows = counts[3], counts[4] -%}
 
   {#- Too large a change: recompute everything (still change-minimal), and say why. -#}

@@ -182,19 +182,31 @@
   {{ return({'relation': relation, 'where': where, 'what': what, 'fix': fix}) }}
 {% endmacro %}
 
-{#- One statement: the scalar SQL expressions `exprs` (the counts a run needs) and, per check, the
-    count and a sample of the rows it forbids — not a statement per check (Spark runs scalar
-    subqueries side by side). Fails at the first check with rows, so it runs before the run's
-    first write, the pinned versions included (a pinned run would read the bad rows again). Returns
-    the row, the values of `exprs` first. -#}
-{% macro checked_counts(exprs, checks) %}
-  {%- set cells = exprs[:] -%}
+{#- One query whose one row holds the values of `queries` (each a query of one row, e.g. an
+    aggregate without `group by`), in order: a cross join of them, so one statement runs them side
+    by side. Not scalar subqueries: Spark runs every scalar subquery of a JVM on one pool of
+    `spark.sql.subquery.maxThreadThreshold` threads (16 by default), and the counts of several
+    models at once, over cached views whose building runs subqueries of its own, filled it and
+    waited on each other for good (README, the tests section). -#}
+{% macro one_row(queries) %}
+  {%- set parts = [] -%}
+  {%- for q in queries -%}{%- do parts.append('(' ~ q ~ ') as __ij_c' ~ loop.index) -%}{%- endfor -%}
+  {{ return('select * from ' ~ parts | join(' cross join ')) }}
+{% endmacro %}
+
+{#- One statement: the one-row `queries` (the counts a run needs) and, per check, the count and a
+    sample of the rows it forbids — not a statement per check (see one_row). Fails at the first
+    check with rows, so it runs before the run's first write, the pinned versions included (a
+    pinned run would read the bad rows again). Returns the row, the values of `queries` first
+    (each of one column). -#}
+{% macro checked_counts(queries, checks) %}
+  {%- set parts = queries[:] -%}
   {%- for c in checks -%}
-    {%- do cells.append("(select to_json(named_struct('n', count(*), 'e', to_json(first(struct(*))))) from " ~ c.relation ~ ' where ' ~ c.where ~ ')') -%}
+    {%- do parts.append("select to_json(named_struct('n', count(*), 'e', to_json(first(struct(*))))) from " ~ c.relation ~ ' where ' ~ c.where) -%}
   {%- endfor -%}
-  {%- set row = run_query('select ' ~ cells | join(', ')).rows[0] -%}
+  {%- set row = run_query(incremental_joins.one_row(parts)).rows[0] -%}
   {%- for c in checks -%}
-    {%- set bad = fromjson(row[exprs | length + loop.index0]) -%}
+    {%- set bad = fromjson(row[queries | length + loop.index0]) -%}
     {%- if bad.n > 0 -%}
       {{ exceptions.raise_compiler_error(model.name ~ ': ' ~ c.what | replace('{n}', bad.n | string) ~ ', e.g. ' ~ bad.e ~ '. ' ~ c.fix ~ ' Nothing was written.') }}
     {%- endif -%}

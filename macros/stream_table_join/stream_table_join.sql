@@ -262,10 +262,10 @@
   {%- set rows = 'select ' ~ incremental_joins.column_list(output_columns) ~ ' from (' ~ body ~ ') as b' -%}
   {#- The counts, and the checks that every table change and kept record has its time, before the
       first write. -#}
-  {%- set c = incremental_joins.checked_counts(['(select count(*) from ' ~ flow.candidates ~ ' where __ij_run > 0)', '(select count(*) from ' ~ flow.emitted ~ ')',
-        '(select count_if(__ij_late) from ' ~ flow.candidates ~ ')', '(select count_if(__ij_drop) from ' ~ flow.records ~ ')',
-        '(select count(*) from ' ~ flow.changes ~ ')', '(select count_if(not __ij_accepted) from ' ~ flow.changes ~ ')',
-        '(select count_if(__ij_run = 0 and __ij_emit_run is not null or __ij_run > 0 and __ij_emit_run is null) from ' ~ flow.candidates ~ ')'],
+  {%- set c = incremental_joins.checked_counts(['select count(*) from ' ~ flow.candidates ~ ' where __ij_run > 0', 'select count(*) from ' ~ flow.emitted,
+        'select count_if(__ij_late) from ' ~ flow.candidates, 'select count_if(__ij_drop) from ' ~ flow.records,
+        'select count(*) from ' ~ flow.changes, 'select count_if(not __ij_accepted) from ' ~ flow.changes,
+        'select count_if(__ij_run = 0 and __ij_emit_run is not null or __ij_run > 0 and __ij_emit_run is null) from ' ~ flow.candidates],
         [incremental_joins.rows_check(flow.changes, '__ij_ts is null', 'input ' ~ inputs.table ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.'),
          incremental_joins.rows_check(flow.records, '__ij_ts is null and not __ij_drop', 'the stream input ' ~ inputs.stream ~ " has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream.')]) -%}
   {%- if not full -%}{%- do incremental_joins.assert_output_columns(output_columns) -%}{%- endif -%}
