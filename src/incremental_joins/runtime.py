@@ -148,10 +148,10 @@ def session_conf(paths: RuntimePaths) -> dict[str, str]:
         # Delta replays its log with 50 tasks by default; a laptop-sized table needs one or two.
         "spark.databricks.delta.snapshotPartitions": "2",
         # Scalar subqueries run on one pool of threads per JVM (default 16). Models running in
-        # parallel (dbt threads; every client of a Thrift server) each count their run with several
-        # subqueries over cached views, whose building runs more subqueries: with all 16 threads
-        # waiting for those, Spark hung for good (seen in tests; README, tests section).
-        # 128 is Spark's maximum.
+        # parallel (dbt threads; every client of a Thrift server) once counted their runs with
+        # several subqueries over cached views, whose building runs more subqueries: with all 16
+        # threads waiting for those, Spark hung for good (README, tests section). The counts now
+        # use none (`one_row`); 128, Spark's maximum, is headroom for the few single ones left.
         "spark.sql.subquery.maxThreadThreshold": "128",
         "spark.sql.session.timeZone": "UTC",
         **extra_conf(),
