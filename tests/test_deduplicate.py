@@ -96,6 +96,16 @@ def test_seed_examples_in_one_run_and_record_by_record(scratch_project, spark):
     one.append(*all_example_records())
     one.run()
     check_examples(one)
+    # The run log: every record read; dropped = read - forwarded; late (strategy 'interval' only)
+    # = records older than their partition's stream time minus the interval when they arrive.
+    for model, interval in [("dedup_key", 10), ("dedup_zero", 0), ("distinct_tumbling", None)]:
+        stream_time, late = {}, 0
+        for part, _, _, ts, _ in one.records:
+            stream_time[part] = max(stream_time.get(part, ts), ts)
+            late += interval is not None and ts < stream_time[part] - interval
+        log = spark.sql(f"select rows_read, dropped_duplicates, late_records from {one.schema}.incremental_joins_run_log "
+                        f"where model = '{model}'").collect()
+        assert [tuple(r) for r in log] == [(len(one.records), len(one.records) - len(one.forwarded(model)), late)], model
 
     # The same stream, one commit per record, fed in four runs: the same output (split invariance).
     many = Stream(scratch_project, spark, MODELS)   # the same schema, its input re-created empty

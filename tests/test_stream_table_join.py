@@ -175,8 +175,13 @@ def test_worked_example(scratch_project, spark):
     # Purged: p's versions 0 and 3 ended at or before the horizon; q's 0 too; q@90 was ignored.
     history = {(r["product"], int(r["__ij_ts"].timestamp())) for r in j.state("stj_left", "history")}
     assert history == {("p", 12), ("p", 150), ("q", 30), ("s", 200), ("u", 50)}
-    ignored = spark.sql(f"select ignored_records from {j.schema}.incremental_joins_run_log where model = 'stj_left' order by finished_at").collect()
-    assert [r[0] for r in ignored] == [0, 0, 1, 0, 0, 1]   # run 3: the null-value record; run 6: q@90
+    # The run log, by hand: rows read = stream records + table changes of the run; affected keys =
+    # records emitted; late = records older than stream time minus grace when they arrive (run 3:
+    # 3 at 4 after 20; run 6: 11 at 70 after 210, not 9 at 60 after 50); ignored: run 3 the
+    # null-value record 4, run 6 the change q@90 behind the horizon.
+    log = spark.sql(f"select rows_read, affected_keys, late_records, ignored_records from {j.schema}.incremental_joins_run_log "
+                    "where model = 'stj_left' order by finished_at").collect()
+    assert [tuple(r) for r in log] == list(zip([4, 3, 2, 4, 2, 6], [0, 2, 1, 1, 3, 3], [0, 0, 1, 0, 0, 1], [0, 0, 1, 0, 0, 1]))
 
     # A hard delete of p: a tombstone at its commit time (between the table's times and 2100).
     spark.sql(f"delete from {j.schema}.prices where product = 'p'")

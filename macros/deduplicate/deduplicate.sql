@@ -129,8 +129,9 @@
   {%- endfor -%}
   {%- set forwarded = 'select ' ~ exprs | join(', ') ~ ' from ' ~ records ~ ' as r where r.__ij_null_key or r.__ij_rid in (select explode(__ij_forwarded) from ' ~ folded ~ ')' -%}
   {#- The counts, and the check that every record has an event time, before the first write. -#}
-  {%- set counts = incremental_joins.checked_counts(['select count(*) from ' ~ records, 'select count(*) from (' ~ forwarded ~ ') as f',
-        'select count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records, 'select 0' if full else 'select count(*) from ' ~ store],
+  {%- set read, late, forwarded_count, stored = incremental_joins.checked_counts(
+        ['select count(*), count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records, 'select count(*) from (' ~ forwarded ~ ') as f',
+         'select 0' if full else 'select count(*) from ' ~ store],
         [incremental_joins.rows_check(records, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')",
                                       'Every record needs an event time: fill it upstream or filter such records out in the model body.')]) -%}
   {%- if not full -%}{%- do incremental_joins.assert_output_columns(user_columns) -%}{%- endif -%}
@@ -138,7 +139,7 @@
   {%- set clock_rows = 'select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1' -%}
   {#- The new stream time per partition, read once when records arrived: the constants that the
       expiry of new states, the store's purge and the clock's new rows are written with. -#}
-  {%- set new_times = run_query('select part, unix_micros(stream_time) from (' ~ clock_rows ~ ') as c').rows if counts[0] > 0 else [] -%}
+  {%- set new_times = run_query('select part, unix_micros(stream_time) from (' ~ clock_rows ~ ') as c').rows if read > 0 else [] -%}
   {%- set expired = incremental_joins.dedup_expired(cfg, 'x', new_times) -%}
   {#- Each dedup key's new state, and whether it expired (then it is not stored). -#}
   {%- set aged = 'select ' ~ incremental_joins.column_list(dk, 'x') ~ ', x.__ij_part, x.__ij_state, coalesce(' ~ (expired or 'false') ~ ', false) as __ij_expired from ' ~ folded
@@ -154,26 +155,26 @@
   {%- else -%}
     {%- set mode = 'incremental' -%}
     {%- set range = '_ij_source_version > ' ~ plan.from ~ ' and _ij_source_version <= ' ~ plan.to -%}
-    {%- if counts[1] == 0 or (run.retry and incremental_joins.scalar('select count(*) from ' ~ this ~ ' where ' ~ range) > 0) -%}
+    {%- if forwarded_count == 0 or (run.retry and incremental_joins.scalar('select count(*) from ' ~ this ~ ' where ' ~ range) > 0) -%}
       {%- call statement('main') -%}select 'nothing to append' as outcome{%- endcall -%}
       {%- set written = {'inserted': 0} -%}
     {%- else -%}
       {#- It appends exactly the forwarded records that the counts counted (both read the cached
           stages): no `describe history` before and after it for the number. -#}
       {%- call statement('main') -%}insert into {{ this }} ({{ incremental_joins.column_list(user_columns) }}) {{ forwarded }}{%- endcall -%}
-      {%- set written = {'inserted': counts[1]} -%}
+      {%- set written = {'inserted': forwarded_count} -%}
     {%- endif -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
   {%- endif -%}
   {#- Stream time and store change only when records arrived. -#}
-  {%- if not full and counts[0] > 0 -%}
+  {%- if not full and read > 0 -%}
     {#- Stale store entries: those of keys whose new state expired (they are in the source), and
         the expired entries of keys without records in this run (purged by the MERGE's pass over
         the store, against this run's stream time of their partition). -#}
     {%- set stale = 'select * except (__ij_expired) from (' ~ aged ~ ') as a where __ij_expired' if expired else none -%}
     {#- A store of at most replace_state_below entries is rewritten whole instead (cheaper). -#}
     {%- do incremental_joins.merge_changes(store, live, stale, key, dk + ['__ij_part', '__ij_state'], purge=incremental_joins.dedup_expired(cfg, 't', new_times),
-                                           replace=counts[3] <= cfg.replace_state_below) -%}
+                                           replace=stored <= cfg.replace_state_below) -%}
     {#- Then stream time (the staged records read the clock: written first, it would make Spark
         drop them and the store MERGE compute them again). Its new rows, one per partition, are
         written as constants, so that no staged view reads the clock while it is overwritten
@@ -188,8 +189,8 @@
     {%- endcall -%}
   {%- endif -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
-  {{ return({'mode': mode, 'rows_read': counts[0], 'rows_inserted': written.inserted,
-             'dropped_duplicates': counts[0] - counts[1], 'late_records': counts[2] if cfg.strategy == 'interval' else 0}) }}
+  {{ return({'mode': mode, 'rows_read': read, 'rows_inserted': written.inserted,
+             'dropped_duplicates': read - forwarded_count, 'late_records': late if cfg.strategy == 'interval' else 0}) }}
 {% endmacro %}
 
 {#- With strategy 'interval', whether the state of `alias`'s row expired against this run's stream

@@ -197,19 +197,20 @@
 {#- One statement: the one-row `queries` (the counts a run needs) and, per check, the count and a
     sample of the rows it forbids — not a statement per check (see one_row). Fails at the first
     check with rows, so it runs before the run's first write, the pinned versions included (a
-    pinned run would read the bad rows again). Returns the row, the values of `queries` first
-    (each of one column). -#}
+    pinned run would read the bad rows again). Returns the values of `queries`, in order: each may
+    have several columns — one aggregate per relation, so that a view is scanned once. -#}
 {% macro checked_counts(queries, checks) %}
   {%- set parts = queries[:] -%}
   {%- for c in checks -%}
     {%- do parts.append("select to_json(named_struct('n', count(*), 'e', to_json(first(struct(*))))) from " ~ c.relation ~ ' where ' ~ c.where) -%}
   {%- endfor -%}
   {%- set row = run_query(incremental_joins.one_row(parts)).rows[0] -%}
+  {%- set n = row | length - checks | length -%}
   {%- for c in checks -%}
-    {%- set bad = fromjson(row[queries | length + loop.index0]) -%}
+    {%- set bad = fromjson(row[n + loop.index0]) -%}
     {%- if bad.n > 0 -%}
       {{ exceptions.raise_compiler_error(model.name ~ ': ' ~ c.what | replace('{n}', bad.n | string) ~ ', e.g. ' ~ bad.e ~ '. ' ~ c.fix ~ ' Nothing was written.') }}
     {%- endif -%}
   {%- endfor -%}
-  {{ return(row) }}
+  {{ return(row[:n]) }}
 {% endmacro %}

@@ -262,10 +262,10 @@
   {%- set rows = 'select ' ~ incremental_joins.column_list(output_columns) ~ ' from (' ~ body ~ ') as b' -%}
   {#- The counts, and the checks that every table change and kept record has its time, before the
       first write. -#}
-  {%- set c = incremental_joins.checked_counts(['select count(*) from ' ~ flow.candidates ~ ' where __ij_run > 0', 'select count(*) from ' ~ flow.emitted,
-        'select count_if(__ij_late) from ' ~ flow.candidates, 'select count_if(__ij_drop) from ' ~ flow.records,
-        'select count(*) from ' ~ flow.changes, 'select count_if(not __ij_accepted) from ' ~ flow.changes,
-        'select count_if(__ij_run = 0 and __ij_emit_run is not null or __ij_run > 0 and __ij_emit_run is null) from ' ~ flow.candidates],
+  {%- set new_records, late, buffer_moves, emitted, dropped, changed, rejected = incremental_joins.checked_counts(
+        ['select count_if(__ij_run > 0), count_if(__ij_late), count_if(__ij_run = 0 and __ij_emit_run is not null or __ij_run > 0 and __ij_emit_run is null) from ' ~ flow.candidates,
+         'select count(*) from ' ~ flow.emitted, 'select count_if(__ij_drop) from ' ~ flow.records,
+         'select count(*), count_if(not __ij_accepted) from ' ~ flow.changes],
         [incremental_joins.rows_check(flow.changes, '__ij_ts is null', 'input ' ~ inputs.table ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.'),
          incremental_joins.rows_check(flow.records, '__ij_ts is null and not __ij_drop', 'the stream input ' ~ inputs.stream ~ " has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream.')]) -%}
   {%- if not full -%}{%- do incremental_joins.assert_output_columns(output_columns) -%}{%- endif -%}
@@ -274,7 +274,7 @@
   {%- set clock_row = 'select st as stream_time, tst as table_time, ' ~ ('tst - ' ~ cfg.retention.sql if cfg.retention else 'cast(null as timestamp)') ~ ' as horizon from ' ~ flow.rt ~ ' where run = (select max(run) from ' ~ flow.rt ~ ')' -%}
   {#- The history after the run is computed (a pass over the stored history) only when written:
       on a full refresh, or when the run accepted table changes (the horizon moves only then). -#}
-  {%- set history_changes = full or c[4] > c[5] -%}
+  {%- set history_changes = full or changed > rejected -%}
   {%- set history = incremental_joins.stage('history', flow.history_sql) if history_changes else none -%}
   {%- set history_rows = 'select * except (__ij_run) from ' ~ history -%}
   {%- if full -%}
@@ -285,7 +285,7 @@
     {%- do incremental_joins.create_state_table(st.buffer, waiting) -%}
   {%- else -%}
     {%- set mode, version_before = 'incremental', run.versions[this | string] -%}
-    {%- if c[1] == 0 or (run.retry and incremental_joins.latest_version(this | string) > version_before) -%}
+    {%- if emitted == 0 or (run.retry and incremental_joins.latest_version(this | string) > version_before) -%}
       {%- call statement('main') -%}select 'nothing to append' as outcome{%- endcall -%}
       {%- set written = {'inserted': 0} -%}
     {%- else -%}
@@ -298,7 +298,7 @@
       {%- set stale = 'select h.* from ' ~ st.history ~ ' as h left anti join ' ~ history ~ ' as k on ' ~ incremental_joins.keys_match(history_key, 'h', 'k') -%}
       {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, incremental_joins.query_columns('select * from ' ~ st.history)) -%}
     {%- endif -%}
-    {%- if cfg.grace and c[6] > 0 -%}
+    {%- if cfg.grace and buffer_moves > 0 -%}
       {%- set released = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_run = 0 and __ij_emit_run is not null' -%}
       {%- do incremental_joins.release_staged_reading(st.buffer, waiting ~ released) -%}
       {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], incremental_joins.query_columns('select * from ' ~ st.buffer)) -%}
@@ -310,8 +310,8 @@
   {%- do incremental_joins.release_staged_reading(st.clock, clock_row) -%}
   {%- do incremental_joins.create_state_table(st.clock, clock_row) -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
-  {{ return({'mode': mode, 'rows_read': c[0] + c[3] + c[4], 'rows_inserted': written.inserted, 'affected_keys': c[1],
-             'late_records': c[2], 'ignored_records': c[3] + c[5]}) }}
+  {{ return({'mode': mode, 'rows_read': new_records + dropped + changed, 'rows_inserted': written.inserted, 'affected_keys': emitted,
+             'late_records': late, 'ignored_records': dropped + rejected}) }}
 {% endmacro %}
 
 {#- The input versions of every run, so that a full refresh can replay the same runs. -#}
