@@ -128,18 +128,20 @@
     {%- do exprs.append('r.' ~ adapter.quote(c.name) ~ ' as ' ~ adapter.quote(name)) -%}
   {%- endfor -%}
   {%- set forwarded = 'select ' ~ exprs | join(', ') ~ ' from ' ~ records ~ ' as r where r.__ij_null_key or r.__ij_rid in (select explode(__ij_forwarded) from ' ~ folded ~ ')' -%}
-  {#- The counts, and the check that every record has an event time, before the first write. -#}
-  {%- set read, late, forwarded_count, stored = incremental_joins.checked_counts(
+  {%- set clock_rows = 'select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1' -%}
+  {#- The counts, the new stream time per partition, and the check that every record has an event
+      time, in one statement before the first write. The stream times are the constants that the
+      expiry of new states, the store's purge and the clock's new rows are written with. -#}
+  {%- set read, late, forwarded_count, stored, times = incremental_joins.checked_counts(
         ['select count(*), count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records, 'select count(*) from (' ~ forwarded ~ ') as f',
-         'select 0' if full else 'select count(*) from ' ~ store],
+         'select 0' if full else 'select count(*) from ' ~ store,
+         "select to_json(collect_list(named_struct('p', part, 'm', unix_micros(stream_time)))) from (" ~ clock_rows ~ ') as c'],
         [incremental_joins.rows_check(records, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')",
                                       'Every record needs an event time: fill it upstream or filter such records out in the model body.')]) -%}
   {%- if not full -%}{%- do incremental_joins.assert_output_columns(user_columns) -%}{%- endif -%}
   {%- do incremental_joins.pin_versions(run) -%}
-  {%- set clock_rows = 'select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1' -%}
-  {#- The new stream time per partition, read once when records arrived: the constants that the
-      expiry of new states, the store's purge and the clock's new rows are written with. -#}
-  {%- set new_times = run_query('select part, unix_micros(stream_time) from (' ~ clock_rows ~ ') as c').rows if read > 0 else [] -%}
+  {%- set new_times = [] -%}
+  {%- for t in fromjson(times) -%}{%- do new_times.append([t.get('p'), t.m]) -%}{%- endfor -%}
   {%- set expired = incremental_joins.dedup_expired(cfg, 'x', new_times) -%}
   {#- Each dedup key's new state, and whether it expired (then it is not stored). -#}
   {%- set aged = 'select ' ~ incremental_joins.column_list(dk, 'x') ~ ', x.__ij_part, x.__ij_state, coalesce(' ~ (expired or 'false') ~ ', false) as __ij_expired from ' ~ folded
