@@ -135,13 +135,12 @@
   {%- set read, late, forwarded_count, stored, times = incremental_joins.checked_counts(
         ['select count(*), count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records, 'select count(*) from (' ~ forwarded ~ ') as f',
          'select 0' if full else 'select count(*) from ' ~ store,
-         "select to_json(collect_list(named_struct('p', part, 'm', unix_micros(stream_time)))) from (" ~ clock_rows ~ ') as c'],
+         'select to_json(collect_list(array(part, cast(unix_micros(stream_time) as string)))) from (' ~ clock_rows ~ ') as c'],
         [incremental_joins.rows_check(records, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')",
                                       'Every record needs an event time: fill it upstream or filter such records out in the model body.')]) -%}
   {%- if not full -%}{%- do incremental_joins.assert_output_columns(user_columns) -%}{%- endif -%}
   {%- do incremental_joins.pin_versions(run) -%}
-  {%- set new_times = [] -%}
-  {%- for t in fromjson(times) -%}{%- do new_times.append([t.get('p'), t.m]) -%}{%- endfor -%}
+  {%- set new_times = fromjson(times) -%}
   {%- set expired = incremental_joins.dedup_expired(cfg, 'x', new_times) -%}
   {#- Each dedup key's new state, and whether it expired (then it is not stored). -#}
   {%- set aged = 'select ' ~ incremental_joins.column_list(dk, 'x') ~ ', x.__ij_part, x.__ij_state, coalesce(' ~ (expired or 'false') ~ ', false) as __ij_expired from ' ~ folded
