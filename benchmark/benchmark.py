@@ -339,7 +339,7 @@ def check(b: Bench, common: dict, methods: list[str]) -> None:
                              f"{row['fraction']}: {row['wrong_rows']} rows differ from the full rebuild")
 
 
-DEDUP_STATE = ["dedup_incremental", "dedup_incremental__ij_store"]
+DEDUP_STATE = ["dedup_incremental", "dedup_incremental__ij_state"]
 
 
 def sss_dedup(b: Bench, checkpoint: Path) -> None:
@@ -362,7 +362,7 @@ def dedup_round(b: Bench, project, size: int, fraction: float, changes: dict, ch
     offsets = ["event_offset"]
     appended = written.get("dedup_incremental", 0)
     b.record(**common, method="incremental", seconds=inc_s, peak_mb=inc_mem, rows_changed=appended,
-             rows_written=appended, state_rows_written=written.get("dedup_incremental__ij_store", 0),
+             rows_written=appended, state_rows_written=written.get("dedup_incremental__ij_state", 0),
              wrong_rows=b.same_rows(b.t("dedup_incremental"), b.t("dedup_full"), offsets), **changes)
     b.record(**common, method="full rebuild", seconds=full_s, peak_mb=full_mem, rows_changed=appended, wrong_rows=0, **changes)
     b.record(**common, method="Structured Streaming", seconds=sss_s, peak_mb=sss_mem, rows_changed=appended,

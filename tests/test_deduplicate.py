@@ -134,21 +134,26 @@ def test_store_entries_expire_by_their_own_partitions_stream_time(scratch_projec
     models = {"dedup_key": MODELS["dedup_key"], "dedup_merged": MODELS["dedup_key"].replace("key='k',", "key='k', replace_state_below=0,")}
     stream = Stream(scratch_project, spark, models)
 
-    def check_store(expected: set) -> None:
+    def check_state(entries: set, stream_times: dict) -> None:
+        """The state table's entries (partition, key) and its clock rows (partition: stream time, s)."""
         for name in models:
-            assert {(r["__ij_part"], r["k"]) for r in spark.table(f"{stream.schema}.{name}__ij_store").collect()} == expected, name
+            rows = spark.table(f"{stream.schema}.{name}__ij_state").collect()
+            assert {(r["__ij_part"], r["k"]) for r in rows if r["__ij_stream_time"] is None} == entries, name
+            clock = {r["__ij_part"]: int(r["__ij_stream_time"].timestamp()) for r in rows if r["__ij_stream_time"] is not None}
+            assert clock == stream_times, name
+            assert all(r["k"] is None and r["__ij_state"] is None for r in rows if r["__ij_stream_time"] is not None), name
 
     stream.append(("p1", "a", None, 100), ("o'b", "b", None, 100))
     stream.run()
-    check_store({("p1", "a"), ("o'b", "b")})
+    check_state({("p1", "a"), ("o'b", "b")}, {"p1": 100, "o'b": 100})
     stream.append(("p1", "c", None, 200))   # p1 at 200: a (100) expired; o'b still at 100
     stream.run()
-    check_store({("p1", "c"), ("o'b", "b")})
+    check_state({("p1", "c"), ("o'b", "b")}, {"p1": 200, "o'b": 100})
     stream.append(("o'b", "b", None, 105), ("p1", "a", None, 195))
-    stream.run()    # b: within 10 s of its kept entry, dropped; a: its entry gone, forwarded
+    stream.run()    # b: within 10 s of its kept entry, dropped; a: its entry gone, forwarded; p1 stays at 200
     for name in models:
         assert stream.forwarded(name) == [0, 1, 2, 4], name
-    check_store({("p1", "a"), ("p1", "c"), ("o'b", "b")})
+    check_state({("p1", "a"), ("p1", "c"), ("o'b", "b")}, {"p1": 200, "o'b": 105})
 
 
 MODES = {   # model -> (config, reference arguments)
@@ -190,8 +195,9 @@ def test_random_streams_match_the_reference_whatever_the_run_split(scratch_proje
         assert stream.forwarded("distinct_session10") == sorted(reference.distinct(seen, 10, session=True))
         # Bounded state: no stored entry older than its partition's stream time minus the interval.
         for name in MODES:
-            stale = spark.sql(f"select count(*) from {stream.schema}.{name}__ij_store s join {stream.schema}.{name}__ij_stream_time c "
-                              "on s.__ij_part = c.part where s.__ij_state < c.stream_time - interval 10 seconds").first()[0]
+            stale = spark.sql(f"select count(*) from {stream.schema}.{name}__ij_state s join {stream.schema}.{name}__ij_state c "
+                              "on s.__ij_part = c.__ij_part and c.__ij_stream_time is not null "
+                              "where s.__ij_state < c.__ij_stream_time - interval 10 seconds").first()[0]
             assert stale == 0, f"{name}: expired entries left in the store"
     expected = {name: stream.forwarded(name) for name in models}
     stream.run("--full-refresh")

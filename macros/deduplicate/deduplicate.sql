@@ -7,25 +7,37 @@
 
     resolve config → pin input and state versions → this run's records in arrival order, with
     stream time → one fold per dedup key over its records, starting from its stored state →
-    append the forwarded records (once) → MERGE the store and stream time, purge expired entries →
-    advance highwater → log. -#}
+    append the forwarded records (once) → MERGE the store entries and stream times (one state
+    table), purge expired entries → advance highwater → log. -#}
 {% materialization deduplicate, adapter='spark', supported_languages=['sql'] %}
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.deduplicate_config() -%}
   {%- set inputs = incremental_joins.marked_inputs(sql, ['stream'], "select * from {{ incremental_joins.stream(ref('events')) }}") -%}
   {%- set name = inputs.stream -%}
-  {%- set store = incremental_joins.state_relation('store') -%}
-  {%- set clock = incremental_joins.state_relation('stream_time') -%}
-  {%- set run = incremental_joins.begin_run([name], 'error', [store, clock], pin_state=true) -%}
+  {%- set state = incremental_joins.state_relation('state') -%}
+  {%- set run = incremental_joins.begin_run([name], 'error', [state], pin_state=true) -%}
   {%- set full = run.full_reason is not none -%}
   {%- set plan = incremental_joins.stream_plan(name, run) -%}
-  {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, none if full else incremental_joins.pinned(clock, run.versions[clock | string])) -%}
-  {%- set folded = incremental_joins.dedup_fold(cfg, records, none if full else incremental_joins.pinned(store, run.versions[store | string])) -%}
-  {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, store, clock, full, run) -%}
+  {%- set pinned = none if full else incremental_joins.pinned(state, run.versions[state | string]) -%}
+  {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, none if full else incremental_joins.dedup_stored_times(pinned)) -%}
+  {%- set folded = incremental_joins.dedup_fold(cfg, records, none if full else 'select * from (' ~ pinned ~ ') as s where __ij_stream_time is null') -%}
+  {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, state, full, run) -%}
   {%- do stats.update({'fallback_reason': run.full_reason}) -%}
   {%- do incremental_joins.end_run('deduplicate', started_at, stats, run.versions) -%}
   {{ return({'relations': [this]}) }}
 {% endmaterialization %}
+
+{#- The stored stream time of each partition (the clock rows of the state table at its pinned
+    version, `pinned`), read once and returned as constants (`part`, `stream_time`), or none when
+    there are none. As constants, the staged records that join them read no state table: a stage
+    that reads a table is re-planned when the run writes that table (1M benchmark, 2026-11-28:
+    the state write 4.4-4.8 s with the records reading the state table, 2.2-2.3 s with the
+    constants, which cost a statement of 1.3 s that loads the state's snapshot, as the fold's
+    stage did before). -#}
+{% macro dedup_stored_times(pinned) %}
+  {%- set rows = run_query('select __ij_part, cast(unix_micros(__ij_stream_time) as string) from (' ~ pinned ~ ') as s where __ij_stream_time is not null').rows -%}
+  {{ return('select part, timestamp_micros(micros) as stream_time from (' ~ incremental_joins.values_sql(rows, ['part', 'micros'], ['string', 'bigint']) ~ ') as c' if rows else none) }}
+{% endmacro %}
 
 {#- The dedup key columns of the store: the key columns and/or __ij_id. -#}
 {% macro dedup_key_columns(cfg) %}
@@ -114,10 +126,17 @@
 
 {#- The run's counts and data check, then its versions pinned. Append the forwarded records —
     once: a retried run (and only it looks) finds its records already in the output (their
-    _ij_source_version is in this run's range) and does not write them again — then store the new
-    state of each dedup key and the stream time; with strategy 'interval', entries older than
-    stream time minus the interval are purged (SPEC §3 rule 5), so the store stays bounded. -#}
-{% macro dedup_write(cfg, records, folded, plan, store, clock, full, run) %}
+    _ij_source_version is in this run's range) and does not write them again — then write the
+    state table: the new state of each dedup key and each partition's stream time, in one write
+    (one Delta table, so one snapshot to load and one commit a run). With strategy 'interval',
+    entries older than stream time minus the interval are purged (SPEC §3 rule 5), so the store
+    stays bounded.
+
+    The state table's rows: store entries (dedup key columns, __ij_part, __ij_state;
+    __ij_stream_time null) and one clock row per partition (__ij_part and __ij_stream_time; the
+    dedup key columns and __ij_state null — no entry has a null key part, such records are never
+    stored). Keys match null-safe, so a partition's new clock row replaces its old one. -#}
+{% macro dedup_write(cfg, records, folded, plan, state, full, run) %}
   {%- set dk = incremental_joins.dedup_key_columns(cfg) -%}
   {%- set key = ['__ij_part'] + dk -%}
   {#- Output columns: the body's, with the input commit of each record as _ij_source_version. -#}
@@ -128,14 +147,13 @@
     {%- do exprs.append('r.' ~ adapter.quote(c.name) ~ ' as ' ~ adapter.quote(name)) -%}
   {%- endfor -%}
   {%- set forwarded = 'select ' ~ exprs | join(', ') ~ ' from ' ~ records ~ ' as r where r.__ij_null_key or r.__ij_rid in (select explode(__ij_forwarded) from ' ~ folded ~ ')' -%}
-  {%- set clock_rows = 'select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1' -%}
   {#- The counts, the new stream time per partition, and the check that every record has an event
       time, in one statement before the first write. The stream times are the constants that the
-      expiry of new states, the store's purge and the clock's new rows are written with. -#}
+      expiry of new states, the store's purge and the new clock rows are written with. -#}
   {%- set read, late, forwarded_count, stored, times = incremental_joins.checked_counts(
         ['select count(*), count_if(__ij_ts < __ij_st - ' ~ cfg.interval ~ ') from ' ~ records, 'select count(*) from (' ~ forwarded ~ ') as f',
-         'select 0' if full else 'select count(*) from ' ~ store,
-         'select to_json(collect_list(array(part, cast(unix_micros(stream_time) as string)))) from (' ~ clock_rows ~ ') as c'],
+         'select 0' if full else 'select count(*) from ' ~ state,
+         'select to_json(collect_list(array(part, cast(unix_micros(stream_time) as string)))) from (select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1) as c'],
         [incremental_joins.rows_check(records, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')",
                                       'Every record needs an event time: fill it upstream or filter such records out in the model body.')]) -%}
   {%- if not full -%}{%- do incremental_joins.assert_output_columns(user_columns) -%}{%- endif -%}
@@ -143,16 +161,23 @@
   {%- set new_times = fromjson(times) -%}
   {%- set expired = incremental_joins.dedup_expired(cfg, 'x', new_times) -%}
   {#- Each dedup key's new state, and whether it expired (then it is not stored). -#}
-  {%- set aged = 'select ' ~ incremental_joins.column_list(dk, 'x') ~ ', x.__ij_part, x.__ij_state, coalesce(' ~ (expired or 'false') ~ ', false) as __ij_expired from ' ~ folded
-        ~ ' as x where x.__ij_state is not null' -%}
+  {%- set aged = 'select ' ~ incremental_joins.column_list(dk, 'x') ~ ', x.__ij_part, x.__ij_state, cast(null as timestamp) as __ij_stream_time, coalesce('
+        ~ (expired or 'false') ~ ', false) as __ij_expired from ' ~ folded ~ ' as x where x.__ij_state is not null' -%}
   {%- set live = 'select * except (__ij_expired) from (' ~ aged ~ ') as a where not __ij_expired' -%}
+  {#- The new clock rows, one per partition with records, as constants (a statement reading them
+      reads no table). -#}
+  {%- if new_times -%}
+    {%- set nulls = [] -%}
+    {%- for c in dk -%}{%- do nulls.append('null as ' ~ adapter.quote(c)) -%}{%- endfor -%}
+    {%- set live = live ~ ' union all select ' ~ nulls | join(', ') ~ ', part as __ij_part, null as __ij_state, timestamp_micros(micros) as __ij_stream_time from ('
+          ~ incremental_joins.values_sql(new_times, ['part', 'micros'], ['string', 'bigint']) ~ ') as c' -%}
+  {%- endif -%}
   {%- if full -%}
     {#- An append-only output cannot be merged from a recompute: it is re-created. -#}
     {%- do incremental_joins.create_output(forwarded, [], none) -%}
     {%- set written, mode = incremental_joins.last_write_metrics(this, -1), 'full_refresh' -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
-    {%- do incremental_joins.create_state_table(clock, clock_rows) -%}
-    {%- do incremental_joins.create_state_table(store, live, ['__ij_part']) -%}
+    {%- do incremental_joins.create_state_table(state, live, ['__ij_part']) -%}
   {%- else -%}
     {%- set mode = 'incremental' -%}
     {%- set range = '_ij_source_version > ' ~ plan.from ~ ' and _ij_source_version <= ' ~ plan.to -%}
@@ -167,27 +192,16 @@
     {%- endif -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
   {%- endif -%}
-  {#- Stream time and store change only when records arrived. -#}
+  {#- The state changes only when records arrived. -#}
   {%- if not full and read > 0 -%}
     {#- Stale store entries: those of keys whose new state expired (they are in the source), and
         the expired entries of keys without records in this run (purged by the MERGE's pass over
-        the store, against this run's stream time of their partition). -#}
+        the store, against this run's stream time of their partition; a clock row, whose
+        __ij_state is null, never expires). Partitions without records keep their clock row. -#}
     {%- set stale = 'select * except (__ij_expired) from (' ~ aged ~ ') as a where __ij_expired' if expired else none -%}
     {#- A store of at most replace_state_below entries is rewritten whole instead (cheaper). -#}
-    {%- do incremental_joins.merge_changes(store, live, stale, key, dk + ['__ij_part', '__ij_state'], purge=incremental_joins.dedup_expired(cfg, 't', new_times),
+    {%- do incremental_joins.merge_changes(state, live, stale, key, dk + ['__ij_part', '__ij_state', '__ij_stream_time'], purge=incremental_joins.dedup_expired(cfg, 't', new_times),
                                            replace=stored <= cfg.replace_state_below) -%}
-    {#- Then stream time (the staged records read the clock: written first, it would make Spark
-        drop them and the store MERGE compute them again). Its new rows, one per partition, are
-        written as constants, so that no staged view reads the clock while it is overwritten
-        (see release_staged_reading): measured at 100k rows, 0.7 s instead of 2.4 s. A few rows:
-        overwritten whole (cheaper than a MERGE), partitions without records kept. -#}
-    {%- set clock_rows = 'select part, timestamp_micros(stream_time) as stream_time from (' ~ incremental_joins.values_sql(new_times, ['part', 'stream_time'], ['string', 'bigint']) ~ ') as c' -%}
-    {%- do incremental_joins.release_staged_reading(clock) -%}
-    {%- call statement('stream_time') -%}
-      insert overwrite {{ clock }}
-      select o.part, o.stream_time from {{ clock }} as o left anti join ({{ clock_rows }}) as n on o.part <=> n.part
-      union all {{ clock_rows }}
-    {%- endcall -%}
   {%- endif -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
   {{ return({'mode': mode, 'rows_read': read, 'rows_inserted': written.inserted,
