@@ -36,7 +36,13 @@
     stage did before). -#}
 {% macro dedup_stored_times(pinned) %}
   {%- set rows = run_query('select __ij_part, cast(unix_micros(__ij_stream_time) as string) from (' ~ pinned ~ ') as s where __ij_stream_time is not null').rows -%}
-  {{ return('select part, timestamp_micros(micros) as stream_time from (' ~ incremental_joins.values_sql(rows, ['part', 'micros'], ['string', 'bigint']) ~ ') as c' if rows else none) }}
+  {{ return(incremental_joins.dedup_times_sql(rows) if rows else none) }}
+{% endmacro %}
+
+{#- Stream times read to the driver (rows of partition and epoch microseconds, as strings) as a
+    query of constants: `part`, `stream_time`. -#}
+{% macro dedup_times_sql(rows) %}
+  {{ return('select part, timestamp_micros(micros) as stream_time from (' ~ incremental_joins.values_sql(rows, ['part', 'micros'], ['string', 'bigint']) ~ ') as c') }}
 {% endmacro %}
 
 {#- The dedup key columns of the store: the key columns and/or __ij_id. -#}
@@ -169,8 +175,8 @@
   {%- if new_times -%}
     {%- set nulls = [] -%}
     {%- for c in dk -%}{%- do nulls.append('null as ' ~ adapter.quote(c)) -%}{%- endfor -%}
-    {%- set live = live ~ ' union all select ' ~ nulls | join(', ') ~ ', part as __ij_part, null as __ij_state, timestamp_micros(micros) as __ij_stream_time from ('
-          ~ incremental_joins.values_sql(new_times, ['part', 'micros'], ['string', 'bigint']) ~ ') as c' -%}
+    {%- set live = live ~ ' union all select ' ~ nulls | join(', ') ~ ', part as __ij_part, null as __ij_state, stream_time as __ij_stream_time from ('
+          ~ incremental_joins.dedup_times_sql(new_times) ~ ') as c' -%}
   {%- endif -%}
   {%- if full -%}
     {#- An append-only output cannot be merged from a recompute: it is re-created. -#}
