@@ -31,7 +31,7 @@
     version, `pinned`), read once and returned as constants (`part`, `stream_time`), or none when
     there are none. As constants, the staged records that join them read no state table: a stage
     that reads a table is re-planned when the run writes that table (1M benchmark, 2026-11-28:
-    the state write 4.4-4.8 s with the records reading the state table, 2.2-2.3 s with the
+    the state write 4.4-4.8 s with the records reading the state table, 1.9-2.4 s with the
     constants, which cost a statement of 1.3 s that loads the state's snapshot, as the fold's
     stage did before). -#}
 {% macro dedup_stored_times(pinned) %}
