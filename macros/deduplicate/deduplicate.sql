@@ -97,7 +97,7 @@
   {%- set fold -%}
     select {{ incremental_joins.column_list(dk, 'g') }}, g.__ij_part,
       case when size(g.rs) = 1 {{- ' and g.stored is null' if store_sql }}
-        then named_struct('s', cast({{ first.next }} as {{ step.type }}), 'fwd', array(g.rs[0].rid))
+        then named_struct('s', cast({{ first.next }} as {{ step.type }}), 'fwd', case when {{ first.forward }} then array(g.rs[0].rid) else cast(array() as array<bigint>) end)
         else aggregate(g.rs, named_struct('s', cast({{ 'g.stored' if store_sql else 'null' }} as {{ step.type }}), 'fwd', cast(array() as array<bigint>)),
           (acc, r) -> named_struct('s', cast({{ step.next }} as {{ step.type }}),
                                    'fwd', case when {{ step.forward }} then array_append(acc.fwd, r.rid) else acc.fwd end)) end as __ij_fold
@@ -119,18 +119,16 @@
     the record is forwarded, 'next': the state after it}. -#}
 {% macro dedup_step(cfg, s, r) %}
   {%- set i = cfg.interval -%}
+  {%- set type = {'interval': 'timestamp', 'tumbling': 'array<timestamp>'}.get(cfg.strategy, 'array<struct<start: timestamp, end: timestamp>>') -%}
+  {%- set s = s or 'cast(null as ' ~ type ~ ')' -%}
   {%- if cfg.strategy == 'interval' -%}
     {#- state: the event time of the last stored forwarded record. Forward when there is none, it
         expired (ST - s > interval) or the record lies more than an interval before it; store
         a forwarded record unless it is late (ts < ST - interval). -#}
-    {%- set type = 'timestamp' -%}
-    {%- set s = s or 'cast(null as ' ~ type ~ ')' -%}
     {%- set forward = '(' ~ s ~ ' is null or ' ~ r ~ '.st > ' ~ s ~ ' + ' ~ i ~ ' or ' ~ s ~ ' > ' ~ r ~ '.ts + ' ~ i ~ ')' -%}
     {%- set next = 'case when ' ~ forward ~ ' and ' ~ r ~ '.ts >= ' ~ r ~ '.st - ' ~ i ~ ' then ' ~ r ~ '.ts else ' ~ s ~ ' end' -%}
   {%- elif cfg.strategy == 'tumbling' -%}
     {#- state: the start of every window that has had its first record. -#}
-    {%- set type = 'array<timestamp>' -%}
-    {%- set s = s or 'cast(null as ' ~ type ~ ')' -%}
     {%- set w = 'timestamp_seconds(floor(unix_micros(' ~ r ~ '.ts) / unix_micros(timestamp_seconds(0) + ' ~ i ~ ')) * unix_micros(timestamp_seconds(0) + ' ~ i ~ ') / 1000000)' -%}
     {%- set forward = 'not array_contains(coalesce(' ~ s ~ ', array()), ' ~ w ~ ')' -%}
     {%- set next = 'case when ' ~ forward ~ ' then array_append(coalesce(' ~ s ~ ', array()), ' ~ w ~ ') else ' ~ s ~ ' end' -%}
@@ -138,13 +136,11 @@
     {#- state: the key's sessions. A record within `interval` of a session (bounds inclusive)
         joins it, merging every session it touches; a record that touches none starts one and is
         forwarded. -#}
-    {%- set type = 'array<struct<start: timestamp, end: timestamp>>' -%}
-    {%- set s = s or 'cast(null as ' ~ type ~ ')' -%}
-    {%- set touches = 'x -> ' ~ r ~ '.ts >= x.start - ' ~ i ~ ' and ' ~ r ~ '.ts <= x.end + ' ~ i -%}
-    {%- set forward = 'not exists(coalesce(' ~ s ~ ', array()), ' ~ touches ~ ')' -%}
-    {%- set joined = 'filter(coalesce(' ~ s ~ ', array()), ' ~ touches ~ ')' -%}
+    {%- set touch = r ~ '.ts >= x.start - ' ~ i ~ ' and ' ~ r ~ '.ts <= x.end + ' ~ i -%}
+    {%- set forward = 'not exists(coalesce(' ~ s ~ ', array()), x -> ' ~ touch ~ ')' -%}
+    {%- set joined = 'filter(coalesce(' ~ s ~ ', array()), x -> ' ~ touch ~ ')' -%}
     {%- set merged = "named_struct('start', least(" ~ r ~ ".ts, array_min(transform(" ~ joined ~ ", x -> x.start))), 'end', greatest(" ~ r ~ ".ts, array_max(transform(" ~ joined ~ ", x -> x.end))))" -%}
-    {%- set next = 'array_append(filter(coalesce(' ~ s ~ ', array()), x -> not (' ~ r ~ '.ts >= x.start - ' ~ i ~ ' and ' ~ r ~ '.ts <= x.end + ' ~ i ~ ')), ' ~ merged ~ ')' -%}
+    {%- set next = 'array_append(filter(coalesce(' ~ s ~ ', array()), x -> not (' ~ touch ~ ')), ' ~ merged ~ ')' -%}
   {%- endif -%}
   {{ return({'type': type, 'forward': forward, 'next': next}) }}
 {% endmacro %}
