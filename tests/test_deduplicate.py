@@ -279,3 +279,29 @@ def test_columns_changed_in_the_input_or_the_body_say_to_full_refresh(scratch_pr
     assert stream.forwarded("d") == [0, 1]
     stream.run("--full-refresh")
     assert stream.forwarded("d") == [0, 1, 2] and "id" not in spark.table(f"{stream.schema}.d").columns
+
+
+def test_records_tied_on_commit_and_arrival_order_are_ordered_by_their_values(scratch_project, spark):
+    """Without `arrival_order`, the records of one commit tie on arrival: the run orders them by
+    their values, so the same record is forwarded whatever order the commit holds them in — also
+    by a column Spark cannot sort (a map) or sorts with ties among different values (-0.0 = 0.0)."""
+    model = "{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}\n" + BODY
+    project = scratch_project({"models/sources.yml": sources_yml("events"), "models/d.sql": model})
+    schema = project.schema
+    # Key a: three records differing in the map only; key b: in the sign of a zero only; all at 10 s.
+    records = [("a", "map('v', 2)", "'1.0'"), ("a", "map('v', 1)", "'1.0'"), ("a", "map('v', 3)", "'1.0'"),
+               ("b", "map('v', 0)", "'0.0'"), ("b", "map('v', 0)", "'-0.0'")]   # a double from a string keeps -0.0
+
+    def forwarded_after_commit_in(order: list) -> set:
+        spark.sql(f"create or replace table {schema}.events (k string, ts timestamp, m map<string, int>, x double) using delta")
+        values = ", ".join(f"('{k}', timestamp_seconds(10), {m}, cast({x} as double))" for k, m, x in order)
+        spark.sql(f"insert into {schema}.events select * from values {values}")
+        project.invoke("run", "--quiet", "--full-refresh")
+        return {tuple(r) for r in spark.sql(f"select k, to_json(m), cast(x as string) from {schema}.d").collect()}
+
+    first = forwarded_after_commit_in(records)
+    assert sorted(k for k, _, _ in first) == ["a", "b"]   # one record per key: the others are duplicates
+    for seed in range(3):
+        shuffled = random.Random(seed).sample(records, len(records))
+        assert forwarded_after_commit_in(shuffled) == first, shuffled
+    assert forwarded_after_commit_in(list(reversed(records))) == first

@@ -55,7 +55,8 @@
     the largest event time of the partition so far, this record included). -#}
 {% macro dedup_records(cfg, inputs, plan, clock_sql) %}
   {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
-  {%- set columns = incremental_joins.query_columns(body) | map('lower') | list -%}
+  {%- set schema = incremental_joins.query_schema(body) -%}
+  {%- set columns = schema | map('first') | map('lower') | list -%}
   {%- for key, column in [('event_time', cfg.event_time), ('arrival_order', cfg.arrival_order), ('partition_by', cfg.partition_by)] + zip(['key'] * cfg.key | length, cfg.key) | list if column and column | lower not in columns -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}
   {%- endfor -%}
@@ -70,7 +71,7 @@
     select b.*, {{ '(' ~ cfg.id ~ ') as __ij_id, ' if cfg.id }}
       cast({{ part }} as string) as __ij_part, {{ nulls | join(' or ') }} as __ij_null_key,
       {{ adapter.quote(cfg.event_time) }} as __ij_ts,
-      cast(row_number() over (order by _ij_commit_version, {{ adapter.quote(cfg.arrival_order) if cfg.arrival_order else '0' }}, to_json(struct(b.*))) as bigint) as __ij_rid
+      cast(row_number() over (order by {{ incremental_joins.arrival_order_by(cfg, schema, 'b') }}) as bigint) as __ij_rid
     from ({{ body }}) as b
   {%- endset -%}
   {%- set with_time -%}

@@ -191,6 +191,13 @@
   {{ return(get_column_schema_from_query(sql) | map(attribute='name') | list) }}
 {% endmacro %}
 
+{#- [name, Spark SQL type] of each column of a query (`describe query`: planned, never run). -#}
+{% macro query_schema(sql) %}
+  {%- set out = [] -%}
+  {%- for row in run_query('describe query ' ~ sql).rows -%}{%- do out.append([row[0], row[1]]) -%}{%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
 {#- Schema drift of the output: a run that writes into the existing output (not a first run or
     --full-refresh, which create it) writes the body's `columns` into it by name, so they must be
     its columns. Fails before anything is written, naming the columns the body added and

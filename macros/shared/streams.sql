@@ -40,3 +40,20 @@
   {%- endif -%}
   {{ return('select *, ' ~ arrival ~ ' from ' ~ name ~ ' where false') }}
 {% endmacro %}
+
+{#- The order a run numbers its stream records in: commit, then `arrival_order` within a commit,
+    then the record's own values, so that records tied on both are numbered the same way by every
+    run and by a full recompute (records equal in every value are interchangeable). `schema`: the
+    records' [name, type] pairs (`query_schema`). A value whose order is its identity (integers,
+    decimals, strings without a collation, binary, dates, timestamps, booleans) is compared as it
+    is, any other as its JSON text (a map or a variant has no order; a float's -0.0 ties 0.0, a
+    collated string ties on case). Comparing values costs nothing until two records tie; the
+    whole record as JSON, the tie-break before, was built for every record. -#}
+{% macro arrival_order_by(cfg, schema, alias) %}
+  {%- set by = ['_ij_commit_version', adapter.quote(cfg.arrival_order) if cfg.arrival_order else '0'] -%}
+  {%- for name, type in schema -%}
+    {%- set c = alias ~ '.' ~ adapter.quote(name) -%}
+    {%- do by.append(c if modules.re.fullmatch('tinyint|smallint|int|bigint|decimal\\(\\d+,\\d+\\)|string|binary|boolean|date|timestamp|timestamp_ntz', type | lower) else 'to_json(struct(' ~ c ~ '))') -%}
+  {%- endfor -%}
+  {{ return(by | join(', ')) }}
+{% endmacro %}

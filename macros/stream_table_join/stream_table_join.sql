@@ -148,7 +148,8 @@
     stream time = the largest event time of the kept records before it). -#}
 {% macro stj_stream_records(cfg, name, plan, cuts, st0) %}
   {%- set body = incremental_joins.stream_records_sql(name, plan) -%}
-  {%- set columns = incremental_joins.query_columns(body) -%}
+  {%- set schema = incremental_joins.query_schema(body) -%}
+  {%- set columns = schema | map('first') | list -%}
   {%- set lowered = columns | map('lower') | list -%}
   {%- for key, column in [('event_time', cfg.event_time), ('arrival_order', cfg.arrival_order)] + zip(['key'] * cfg.key | length, cfg.key) | list + zip(['value_columns'] * cfg.value_columns | length, cfg.value_columns) | list if column and column | lower not in lowered -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the stream input ' ~ name ~ ' (' ~ columns | join(', ') ~ ')', 'name one of those columns') }}
@@ -162,7 +163,7 @@
   {%- endif -%}
   {%- set numbered -%}
     select r.*, {{ adapter.quote(cfg.event_time) }} as __ij_ts,
-      cast(row_number() over (order by _ij_commit_version, {{ adapter.quote(cfg.arrival_order) if cfg.arrival_order else '0' }}, to_json(struct(r.*))) as bigint) as __ij_rid,
+      cast(row_number() over (order by {{ incremental_joins.arrival_order_by(cfg, schema, 'r') }}) as bigint) as __ij_rid,
       {{ incremental_joins.stj_cut_of(cuts, 'stream', 'r._ij_commit_version') }} as __ij_run,
       {{ drop | join(' or ') }} as __ij_drop
     from ({{ body }}) as r
