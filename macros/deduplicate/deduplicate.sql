@@ -20,7 +20,7 @@
   {%- set plan = incremental_joins.stream_plan(name, run) -%}
   {%- set pinned = none if full else incremental_joins.pinned(state, run.versions[state | string]) -%}
   {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, none if full else incremental_joins.dedup_stored_times(pinned)) -%}
-  {%- set folded = incremental_joins.dedup_fold(cfg, records, none if full else 'select * from (' ~ pinned ~ ') as s where __ij_stream_time is null') -%}
+  {%- set folded = incremental_joins.dedup_fold(cfg, records.relation, none if full else 'select * from (' ~ pinned ~ ') as s where __ij_stream_time is null') -%}
   {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, state, full, run) -%}
   {%- do stats.update({'fallback_reason': run.full_reason}) -%}
   {%- do incremental_joins.end_run('deduplicate', started_at, stats, run.versions) -%}
@@ -52,7 +52,8 @@
 
 {#- This run's records (the body over the new stream records), checked, in arrival order
     (__ij_rid), with the dedup key, event time (__ij_ts), partition and stream time (__ij_st:
-    the largest event time of the partition so far, this record included). -#}
+    the largest event time of the partition so far, this record included). Returns the staged
+    relation and the body's column names. -#}
 {% macro dedup_records(cfg, inputs, plan, clock_sql) %}
   {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
   {%- set schema = incremental_joins.query_schema(body) -%}
@@ -80,7 +81,7 @@
     from ({{ ordered }}) as r
     {% if clock_sql %}left join ({{ clock_sql }}) as c on c.part <=> r.__ij_part{% endif %}
   {%- endset -%}
-  {{ return(incremental_joins.stage('records', with_time)) }}
+  {{ return({'relation': incremental_joins.stage('records', with_time), 'columns': schema | map('first') | list}) }}
 {% endmacro %}
 
 {#- One fold per dedup key over its records in arrival order (SPEC §3: each decision depends on
@@ -158,15 +159,16 @@
     __ij_stream_time null) and one clock row per partition (__ij_part and __ij_stream_time; the
     dedup key columns and __ij_state null — no entry has a null key part, such records are never
     stored). Keys match null-safe, so a partition's new clock row replaces its old one. -#}
-{% macro dedup_write(cfg, records, folded, plan, state, full, run) %}
+{% macro dedup_write(cfg, stream_records, folded, plan, state, full, run) %}
+  {%- set records = stream_records.relation -%}
   {%- set dk = incremental_joins.dedup_key_columns(cfg) -%}
   {%- set key = ['__ij_part'] + dk -%}
   {#- Output columns: the body's, with the input commit of each record as _ij_source_version. -#}
   {%- set user_columns, exprs = [], [] -%}
-  {%- for c in get_column_schema_from_query('select * from ' ~ records) if not c.name.startswith('__ij_') and c.name != '_ij_commit_timestamp' -%}
-    {%- set name = '_ij_source_version' if c.name == '_ij_commit_version' else c.name -%}
+  {%- for c in stream_records.columns if not c.startswith('__ij_') and c != '_ij_commit_timestamp' -%}
+    {%- set name = '_ij_source_version' if c == '_ij_commit_version' else c -%}
     {%- do user_columns.append(name) -%}
-    {%- do exprs.append('r.' ~ adapter.quote(c.name) ~ ' as ' ~ adapter.quote(name)) -%}
+    {%- do exprs.append('r.' ~ adapter.quote(c) ~ ' as ' ~ adapter.quote(name)) -%}
   {%- endfor -%}
   {%- set forwarded = 'select ' ~ exprs | join(', ') ~ ' from ' ~ records ~ ' as r where r.__ij_null_key or r.__ij_rid in (select explode(__ij_forwarded) from ' ~ folded ~ ')' -%}
   {#- The counts, the new stream time per partition, and the check that every record has an event

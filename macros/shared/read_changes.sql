@@ -77,9 +77,9 @@
     rows do not compare; a state table holds the old columns). One statement, planned and never
     run: both versions side by side, split at a marker column. -#}
 {% macro assert_input_columns(name, from_version, to_version) %}
-  {%- set both = get_column_schema_from_query('select a.*, 1 as __ij_to, b.* from (select * from ' ~ name ~ ' version as of ' ~ from_version
-                                              ~ ') as a cross join (select * from ' ~ name ~ ' version as of ' ~ to_version ~ ') as b') -%}
-  {%- set cut = (both | map(attribute='name') | list).index('__ij_to') -%}
+  {%- set both = incremental_joins.query_schema('select a.*, 1 as __ij_to, b.* from (select * from ' ~ name ~ ' version as of ' ~ from_version
+                                                ~ ') as a cross join (select * from ' ~ name ~ ' version as of ' ~ to_version ~ ') as b') -%}
+  {%- set cut = (both | map('first') | list).index('__ij_to') -%}
   {%- set changes = incremental_joins.column_changes(both[:cut], both[cut + 1:]) -%}
   {%- if changes -%}
     {%- set msg -%}
@@ -90,20 +90,24 @@
 {% endmacro %}
 
 {#- How two column lists differ, in words ('' when they do not): 'added c (type); removed d;
-    retyped e (int -> bigint)'. Each column is a Column (name and type) or just a name; names
-    compare case-insensitively, as Spark's do, and types only when both lists have them. -#}
+    retyped e (int -> bigint)'. Each column is a name or a [name, type] pair (`query_schema`);
+    names compare case-insensitively, as Spark's do, and types only when both lists have them. -#}
 {% macro column_changes(before, after) %}
   {%- set old, new = {}, {} -%}
-  {%- for c in before -%}{%- do old.update({(c.name if c.name is defined else c) | lower: c}) -%}{%- endfor -%}
-  {%- for c in after -%}{%- do new.update({(c.name if c.name is defined else c) | lower: c}) -%}{%- endfor -%}
+  {%- for side, columns in [(old, before), (new, after)] -%}
+    {%- for c in columns -%}
+      {%- set pair = [c, none] if c is string else c -%}
+      {%- do side.update({pair[0] | lower: pair}) -%}
+    {%- endfor -%}
+  {%- endfor -%}
   {%- set added, removed, retyped = [], [], [] -%}
   {%- for key, c in new.items() -%}
-    {%- if key not in old -%}{%- do added.append(c.name ~ ' (' ~ c.dtype ~ ')' if c.dtype is defined else c) -%}
-    {%- elif c.dtype is defined and old[key].dtype is defined and c.dtype != old[key].dtype -%}
-      {%- do retyped.append(c.name ~ ' (' ~ old[key].dtype ~ ' -> ' ~ c.dtype ~ ')') -%}
+    {%- if key not in old -%}{%- do added.append(c[0] ~ (' (' ~ c[1] ~ ')' if c[1] else '')) -%}
+    {%- elif c[1] and old[key][1] and c[1] != old[key][1] -%}
+      {%- do retyped.append(c[0] ~ ' (' ~ old[key][1] ~ ' -> ' ~ c[1] ~ ')') -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- for key, c in old.items() if key not in new -%}{%- do removed.append(c.name if c.name is defined else c) -%}{%- endfor -%}
+  {%- for key, c in old.items() if key not in new -%}{%- do removed.append(c[0]) -%}{%- endfor -%}
   {%- set parts = [] -%}
   {%- for word, names in [('added', added), ('removed', removed), ('retyped', retyped)] if names -%}
     {%- do parts.append(word ~ ' ' ~ names | join(', ')) -%}

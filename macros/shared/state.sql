@@ -185,17 +185,19 @@
   {%- endcall -%}
 {% endmacro %}
 
-{#- The column names of a query, from its schema (planned, never run); for a table, cheaper than
-    adapter.get_columns_in_relation's `describe extended`. -#}
-{% macro query_columns(sql) %}
-  {{ return(get_column_schema_from_query(sql) | map(attribute='name') | list) }}
-{% endmacro %}
-
-{#- [name, Spark SQL type] of each column of a query (`describe query`: planned, never run). -#}
+{#- [name, Spark SQL type] of each column of a query (`describe query`: planned, never run; the
+    types as Spark writes them, whatever the connection method, unlike dbt's
+    get_column_schema_from_query). -#}
 {% macro query_schema(sql) %}
   {%- set out = [] -%}
   {%- for row in run_query('describe query ' ~ sql).rows -%}{%- do out.append([row[0], row[1]]) -%}{%- endfor -%}
   {{ return(out) }}
+{% endmacro %}
+
+{#- The column names of a query; for a table, cheaper than adapter.get_columns_in_relation's
+    `describe extended`. -#}
+{% macro query_columns(sql) %}
+  {{ return(incremental_joins.query_schema(sql) | map('first') | list) }}
 {% endmacro %}
 
 {#- Schema drift of the output: a run that writes into the existing output (not a first run or

@@ -145,7 +145,9 @@
 {#- The stream's new records in arrival order (__ij_rid), with their event time (__ij_ts), cut
     (__ij_run), whether they are dropped (a null value; a null key in an inner join) and, among
     the kept ones, whether they are late (event time before stream time minus the grace period;
-    stream time = the largest event time of the kept records before it). -#}
+    stream time = the largest event time of the kept records before it). Returns the staged
+    relation and the columns of a record as the output and the buffer hold it (the input's, then
+    __ij_ts and __ij_rid). -#}
 {% macro stj_stream_records(cfg, name, plan, cuts, st0) %}
   {%- set body = incremental_joins.stream_records_sql(name, plan) -%}
   {%- set schema = incremental_joins.query_schema(body) -%}
@@ -169,7 +171,8 @@
     from ({{ body }}) as r
   {%- endset -%}
   {%- set late = ('coalesce(__ij_ts < greatest(' ~ st0 ~ ', max(case when not __ij_drop then __ij_ts end) over (order by __ij_rid rows between unbounded preceding and 1 preceding)) - ' ~ cfg.grace.sql ~ ', false)') if cfg.grace else 'false' -%}
-  {{ return(incremental_joins.stage('records', 'select n.*, not __ij_drop and ' ~ late ~ ' as __ij_late from (' ~ numbered ~ ') as n')) }}
+  {{ return({'relation': incremental_joins.stage('records', 'select n.*, not __ij_drop and ' ~ late ~ ' as __ij_late from (' ~ numbered ~ ') as n'),
+             'columns': columns + ['__ij_ts', '__ij_rid']}) }}
 {% endmacro %}
 
 {#- The run as sets: per cut its stream time and table time; which cut emits each kept record (a
@@ -177,7 +180,8 @@
     the grace period reaches it; none: it stays buffered); the table version each emitted record
     looks up; the history after the run (same key and timestamp: the later arrival; purged up
     to the horizon). Returns the staged names and the output's select. -#}
-{% macro stj_flow(cfg, cuts, changes, records, pinned, clock) %}
+{% macro stj_flow(cfg, cuts, changes, stream_records, pinned, clock) %}
+  {%- set records = stream_records.relation -%}
   {%- set tk = incremental_joins.column_list(cfg.table_key) -%}
   {%- set cut_times -%}
     select c.*,
@@ -188,8 +192,7 @@
     left join (select __ij_run, max(__ij_ts) as mx from {{ changes }} where __ij_accepted group by 1) as t on t.__ij_run = c.run
   {%- endset -%}
   {%- set rt = incremental_joins.stage('cut_times', cut_times) -%}
-  {%- set record_columns = incremental_joins.query_columns('select * except (__ij_run, __ij_drop, __ij_late) from ' ~ records) -%}
-  {%- set cols = incremental_joins.column_list(record_columns) -%}
+  {%- set cols = incremental_joins.column_list(stream_records.columns) -%}
   {%- set kept -%}
     select {{ cols }}, __ij_run, __ij_late from {{ records }} where not __ij_drop
     {% if pinned.buffer and cfg.grace %}union all select {{ cols }}, 0, false from ({{ pinned.buffer }}) as b{% endif %}
@@ -259,7 +262,7 @@
   {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': 'select * from ' ~ flow.emitted, 'table': flow.matched}) -%}
   {%- set body = modules.re.sub('/\\*ij:on (\\S+) (\\S+)\\*/.*?/\\*ij:end\\*/', '\\1.__ij_rec = \\2.__ij_rec', body, flags=modules.re.S) -%}
   {%- set output_columns = [] -%}
-  {%- for c in get_column_schema_from_query(body) if not c.name.startswith('__ij_') -%}{%- do output_columns.append(c.name) -%}{%- endfor -%}
+  {%- for c in incremental_joins.query_columns(body) if not c.startswith('__ij_') -%}{%- do output_columns.append(c) -%}{%- endfor -%}
   {%- set rows = 'select ' ~ incremental_joins.column_list(output_columns) ~ ' from (' ~ body ~ ') as b' -%}
   {#- The counts, and the checks that every table change and kept record has its time, before the
       first write. -#}
