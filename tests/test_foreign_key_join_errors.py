@@ -214,3 +214,20 @@ def test_input_columns_changed_say_to_full_refresh(project_with, spark):
     message = error_of(fk.run(check=False))
     assert "rhs changed its columns between version 1, which this model consumed last, and version 2 (added rn (int); retyped rk (string -> int))" in message
     assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x", "k2": "x"}
+
+
+def test_a_retyped_decimal_is_caught_whatever_the_connection(project_with, spark):
+    """A retyping within one type family (decimal(10,2) -> decimal(12,2)) is schema drift too. The
+    columns are compared by Spark's type names, which dbt-spark's `thrift` method would reduce to
+    one code (DECIMAL_TYPE) for both."""
+    fk = project_with()
+    spark.sql(f"create or replace table {fk.schema}.rhs using delta as select 'r1' as rk, 'x' as rv, cast(1.5 as decimal(10,2)) as amt")
+    fk.put_left(("k1", "a", "r1"))
+    fk.run()
+    version = fk.output_version("joined")
+    spark.sql(f"create or replace table {fk.schema}.rhs using delta as select 'r1' as rk, 'y' as rv, cast(1.5 as decimal(12,2)) as amt")
+    message = error_of(fk.run(check=False))
+    assert "rhs changed its columns between version" in message
+    assert "(retyped amt (decimal(10,2) -> decimal(12,2)))" in message
+    assert fk.output_version("joined") == version
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x"}
