@@ -57,7 +57,8 @@
 {% macro dedup_records(cfg, inputs, plan, clock_sql) %}
   {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
   {%- set schema = incremental_joins.query_schema(body) -%}
-  {%- set columns = schema | map('first') | map('lower') | list -%}
+  {%- set names = schema | map('first') | list -%}
+  {%- set columns = names | map('lower') | list -%}
   {%- for key, column in [('event_time', cfg.event_time), ('arrival_order', cfg.arrival_order), ('partition_by', cfg.partition_by)] + zip(['key'] * cfg.key | length, cfg.key) | list if column and column | lower not in columns -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}
   {%- endfor -%}
@@ -81,7 +82,7 @@
     from ({{ ordered }}) as r
     {% if clock_sql %}left join ({{ clock_sql }}) as c on c.part <=> r.__ij_part{% endif %}
   {%- endset -%}
-  {{ return({'relation': incremental_joins.stage('records', with_time), 'columns': schema | map('first') | list}) }}
+  {{ return({'relation': incremental_joins.stage('records', with_time), 'columns': names}) }}
 {% endmacro %}
 
 {#- One fold per dedup key over its records in arrival order (SPEC §3: each decision depends on
