@@ -419,19 +419,24 @@ def run_size(b: Bench, project, size: int, fractions: list[float], operators: li
         if "stj" in operators:
             stj_round(b, project, size, fraction, changes)
 
-    # Round 0, untimed: every method once on the smallest change before any timing is kept, as a
-    # JVM benchmark warms up. A process's first MERGE took 11.7 s where the next ones took
-    # 3.8-5.1 s (1M rows, 2026-11-28), and the initial builds run none: without it the first
-    # timed round charged that to the first method that merges (the operator; the floor runs last).
-    # Its results are checked like any round's, then dropped.
-    print(f"size {label(size)}, round 0 (warm-up, not kept): {min(fractions):.1%} changed", flush=True)
-    kept = len(b.rows)
+    play_rounds(play, fractions, b.rows, save, label(size))
+
+
+def play_rounds(play, fractions: list[float], rows: list, save, size_label: str) -> None:
+    """Round 0, untimed: every method once on the smallest change before any timing is kept, as a
+    JVM benchmark warms up. A process's first MERGE took 11.7 s where the next ones took 3.8-5.1 s
+    (1M rows, 2026-11-28), and the initial builds run none: without it the first timed round
+    charged that to the first method that merges (the operator; the floor runs last). Its results
+    are checked like any round's (`play` stops at a wrong one), then dropped. Then rounds 1..n, one
+    per fraction, with a report after each: an interrupted run still leaves its figures."""
+    print(f"size {size_label}, round 0 (warm-up, not kept): {min(fractions):.1%} changed", flush=True)
+    kept = len(rows)
     play(0, min(fractions))
-    del b.rows[kept:]
+    del rows[kept:]
     for rnd, fraction in enumerate(fractions, start=1):
-        print(f"size {label(size)}, round {rnd}: {fraction:.1%} changed", flush=True)
+        print(f"size {size_label}, round {rnd}: {fraction:.1%} changed", flush=True)
         play(rnd, fraction)
-        save()  # a report after every round: an interrupted run still leaves its figures
+        save()
 
 
 OPERATORS = {"fk": "foreign_key_join", "dedup": "deduplicate", "stj": "stream_table_join"}

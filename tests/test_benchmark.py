@@ -62,6 +62,33 @@ def test_a_wrong_result_stops_the_benchmark():
         benchmark.check(b, where, ["incremental", "MERGE floor"])
 
 
+def test_the_warm_up_round_runs_first_is_checked_and_is_not_kept():
+    rows = [{"method": "setup"}]  # the initial builds' rows stay
+    calls, saved = [], []
+
+    def play(rnd, fraction):
+        calls.append((rnd, fraction))
+        rows.append({"round": rnd, "fraction": fraction})
+
+    benchmark.play_rounds(play, [0.1, 0.001, 0.5], rows, lambda: saved.append(len(rows)), "1k")
+    # Round 0 at the smallest fraction, before the timed rounds in the order given.
+    assert calls == [(0, 0.001), (1, 0.1), (2, 0.001), (3, 0.5)]
+    assert rows == [{"method": "setup"}, {"round": 1, "fraction": 0.1}, {"round": 2, "fraction": 0.001},
+                    {"round": 3, "fraction": 0.5}]
+    # A report after each timed round, none with round 0's rows in it.
+    assert saved == [2, 3, 4]
+
+    # A wrong result in round 0 stops the benchmark like any round's: no timed round runs.
+    def wrong(rnd, fraction):
+        calls.append((rnd, fraction))
+        raise SystemExit("wrong result")
+
+    calls.clear()
+    with pytest.raises(SystemExit):
+        benchmark.play_rounds(wrong, [0.01, 0.1], [], lambda: None, "1k")
+    assert calls == [(0, 0.01)]
+
+
 def fk(size, fraction, method, seconds, **extra):
     return {"operator": "foreign_key_join", "size": size, "fraction": fraction, "method": method,
             "seconds": seconds, "peak_mb": 100, "rows_changed": 100, "rows_written": 90,
