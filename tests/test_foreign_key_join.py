@@ -11,7 +11,7 @@ import json
 import pytest
 
 from conftest import THRIFT
-from fk_join_harness import FkJoinProject, runnable_models
+from fk_join_harness import FkJoinProject, runnable_models, sql_literal
 
 OUTER_BODIES = runnable_models(("fk_outer", "fk_outer_py"))
 
@@ -171,6 +171,50 @@ def test_left_keys_renamed_and_overwritten_within_one_commit(fk):
     fk.run()
     assert fk.output("fk_inner") == {"k1": ("b", "r1", "x4"), "k3": ("c", "r2", "y3")}
     assert fk.last_run_log("fk_inner")["fan_out"] == 1
+
+
+def test_inputs_re_created_as_table_models_are_read_by_diffing_two_versions(scratch_project, spark):
+    # A dbt `table` model upstream re-creates its table each run (CREATE OR REPLACE TABLE AS
+    # SELECT, not a data change the Change Data Feed covers): the run reads what changed by
+    # diffing the consumed and the new version, on the incremental path all the same.
+    fk = FkJoinProject.create(scratch_project, spark, models=("fk_inner", "fk_left", "fk_outer"))
+    fk.put_right(("r1", "x"), ("r2", "y"))
+    fk.put_left(("k1", "a", "r1"), ("k2", "b", "r1"), ("k3", "c", "r2"))
+    fk.run()
+
+    def re_create(table: str, columns: str, *rows: tuple) -> None:
+        values = ", ".join("(" + ", ".join(map(sql_literal, row)) + ")" for row in rows)
+        spark.sql(f"create or replace table {fk.schema}.{table} using delta as select * from values {values} as t({columns})")
+
+    # k1 moves from r1 to r2, k2 is gone, k3's value changes, k4 arrives referencing r9 (no such
+    # right row): nothing references r1 any more.
+    re_create("lhs", "k, v, fk", ("k1", "a", "r2"), ("k3", "c2", "r2"), ("k4", "d", "r9"))
+    fk.run()
+    assert fk.output("fk_inner") == {"k1": ("a", "r2", "y"), "k3": ("c2", "r2", "y")}
+    assert fk.output("fk_left") == {"k1": ("a", "r2", "y"), "k3": ("c2", "r2", "y"), "k4": ("d", "r9", None)}
+    assert fk.output("fk_outer") == {("r2", "k1"): ("a", "r2", "y"), ("r2", "k3"): ("c2", "r2", "y"),
+                                     ("r9", "k4"): ("d", "r9", None), ("r1", None): (None, None, "x")}
+    for model in ("fk_inner", "fk_left"):
+        assert fk.index(model)[0] == {"k1": "r2", "k3": "r2", "k4": "r9"}, model
+        assert fk.last_run_log(model)["mode"] == "incremental", model
+
+    # Every right row changes by re-creation: the fan-out finds k1 and k3 through r2 and k4
+    # through r9, and not k1 through r1, which it left.
+    re_create("rhs", "rk, rv", ("r1", "x2"), ("r2", "y2"), ("r9", "z"))
+    fk.run()
+    joined = {"k1": ("a", "r2", "y2"), "k3": ("c2", "r2", "y2"), "k4": ("d", "r9", "z")}
+    assert fk.output("fk_inner") == joined and fk.output("fk_left") == joined
+    assert fk.output("fk_outer") == {("r2", "k1"): ("a", "r2", "y2"), ("r2", "k3"): ("c2", "r2", "y2"),
+                                     ("r9", "k4"): ("d", "r9", "z"), ("r1", None): (None, None, "x2")}
+    assert fk.last_run_log("fk_inner")["fan_out"] == 3
+
+    # Back to the change feed: a merge moves k1 back to r1.
+    fk.put_left(("k1", "a", "r1"))
+    fk.run()
+    assert fk.output("fk_inner") == {**joined, "k1": ("a", "r1", "x2")}
+    assert fk.output("fk_outer") == {("r1", "k1"): ("a", "r1", "x2"), ("r2", "k3"): ("c2", "r2", "y2"),
+                                     ("r9", "k4"): ("d", "r9", "z")}
+    assert fk.index("fk_inner")[0] == {"k1": "r1", "k3": "r2", "k4": "r9"}
 
 
 def newest_highwater_rows(fk, model: str) -> tuple[dict, int]:

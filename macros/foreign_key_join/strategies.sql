@@ -11,20 +11,38 @@
   {{ return('select __x.* from (' ~ rows_sql ~ ') as __x left semi join ' ~ keys_relation ~ ' as __k on ' ~ incremental_joins.keys_match(keys, '__x', '__k')) }}
 {% endmacro %}
 
-{#- The rows of input `name` at `to_version` whose keys changed since `from_version` (the keys
-    staged in `keys_relation`). From the Change Data Feed when the plan reads it: each key's newest
-    change, a row inserted or updated to it, or none when that change took the key away (a delete,
-    or an update's pre-image without a post-image of the same key in the same commit). That reads
-    the changes, not the whole table: the foreign_key_join index append at 10M rows, 1% changed,
-    took 2.75-3.25 s reading the left input, 1.31-1.44 s reading its changes (three runs each,
-    alternated on the same change, 2026-11-25). -#}
-{% macro changed_rows_now(name, keys, plan, from_version, to_version, keys_relation) %}
-  {%- if plan.mode != 'cdf' -%}
-    {{ return(incremental_joins.rows_of_keys(incremental_joins.pinned(name, to_version), keys_relation, keys)) }}
+{#- The CombinedKey index is append-only: each run appends, for every changed left key, an entry
+    (left key, foreign key, __ij_version = the left input's version read); a deleted left row or a
+    null foreign key appends a null foreign key. A key's newest entry is its current one. A blind
+    append is the cheapest Delta commit (on the 1M-row benchmark ~0.4 s where the MERGE that kept the
+    index one row per key took ~7 s; on the tests' tables ~0.35 s against ~2.5 s), and the reads
+    that need current entries only look at the few that match changed right keys.
+    `compact_index` folds the index back to current entries once superseded ones pile up.
+
+    These are the entries of the left rows changed in (from_version, to_version]: the foreign key
+    of each key's row at `to_version`, from the key's newest change — from the Change Data Feed
+    when the plan reads it (a row inserted or updated to the key, or none when that change took
+    the key away: a delete, or an update's pre-image without a post-image of the same key in the
+    same commit), else from the difference of the two versions. The run stages them once: the
+    affected keys, the outer join's affected right keys and the append all read the stage (the
+    append read the changes a second time before). -#}
+{% macro changed_left_entries(cfg, name, plan, from_version, to_version) %}
+  {%- set lk = incremental_joins.column_list(cfg.left_key) -%}
+  {%- if plan.mode == 'cdf' -%}
+    {%- set changes = "select *, _commit_version as __ij_commit, _change_type in ('insert', 'update_postimage') as __ij_present from " ~ incremental_joins.table_changes_sql(name, from_version, to_version) -%}
+  {%- else -%}
+    {%- set now, before = incremental_joins.pinned(name, to_version), incremental_joins.pinned(name, from_version) -%}
+    {%- set changes = 'select *, 0 as __ij_commit, true as __ij_present from (' ~ now ~ ' except ' ~ before ~ ') as n union all '
+                      ~ 'select *, 0 as __ij_commit, false as __ij_present from (' ~ before ~ ' except ' ~ now ~ ') as o' -%}
   {%- endif -%}
-  {%- set present = "_change_type in ('insert', 'update_postimage')" -%}
-  {{ return("select * except (_change_type, _commit_version, _commit_timestamp, __ij_newest) from (select *, row_number() over (partition by "
-            ~ incremental_joins.column_list(keys) ~ " order by _commit_version desc, " ~ present ~ " desc) as __ij_newest from " ~ incremental_joins.table_changes_sql(name, from_version, to_version) ~ ") as c where __ij_newest = 1 and " ~ present) }}
+  {%- set present = ['__ij_present'] -%}
+  {%- for expr in cfg.foreign_key -%}{%- do present.append('(' ~ expr ~ ') is not null') -%}{%- endfor -%}
+  {%- set fk = [] -%}
+  {%- for expr, fk_name in zip(cfg.foreign_key, incremental_joins.fk_columns(cfg)) -%}
+    {%- do fk.append('case when ' ~ present | join(' and ') ~ ' then (' ~ expr ~ ') end as ' ~ fk_name) -%}
+  {%- endfor -%}
+  {{ return('select ' ~ lk ~ ', ' ~ fk | join(', ') ~ ', cast(' ~ to_version ~ ' as bigint) as __ij_version from (select *, row_number() over (partition by '
+            ~ lk ~ ' order by __ij_commit desc, __ij_present desc) as __ij_newest from (' ~ changes ~ ') as c) as c where __ij_newest = 1') }}
 {% endmacro %}
 
 {#- Left key and foreign key of each left row in `left_rows_sql` that has a (non-null) foreign key. -#}
@@ -51,20 +69,6 @@
     {%- do out.append(index_alias ~ '.__ij_fk' ~ loop.index ~ ' = ' ~ right_alias ~ '.' ~ adapter.quote(rk)) -%}
   {%- endfor -%}
   {{ return(out | join(' and ')) }}
-{% endmacro %}
-
-{#- The CombinedKey index is append-only: each run appends, for every changed left key, an entry
-    (left key, foreign key, __ij_version = the left input's version read); a deleted left row or a
-    null foreign key appends a null foreign key. A key's newest entry is its current one. A blind
-    append is the cheapest Delta commit (on the 1M-row benchmark ~0.4 s where the MERGE that kept the
-    index one row per key took ~7 s; on the tests' tables ~0.35 s against ~2.5 s), and the reads
-    that need current entries only look at the few that match changed right keys.
-    `compact_index` folds the index back to current entries once superseded ones pile up. -#}
-{% macro index_entries(cfg, left_rows_sql, keys_sql, version) %}
-  {%- set lk = cfg.left_key -%}
-  {{ return('select ' ~ incremental_joins.column_list(lk, 'k') ~ ', ' ~ incremental_joins.column_list(incremental_joins.fk_columns(cfg), 'n')
-            ~ ', cast(' ~ version ~ ' as bigint) as __ij_version from (' ~ keys_sql ~ ') as k left join ('
-            ~ incremental_joins.fk_index_rows(cfg, left_rows_sql) ~ ') as n on ' ~ incremental_joins.keys_match(lk, 'k', 'n')) }}
 {% endmacro %}
 
 {#- The index as it is now for the left rows that reference the right keys in the staged relation
@@ -143,7 +147,7 @@
   {%- set parts = [] -%}
   {%- set changed_left, changed_right = none, none -%}
   {%- if left_changed -%}
-    {%- set changed_left = incremental_joins.stage('changed_left', incremental_joins.changed_keys_sql(L, lk, plans[L], consumed[L], versions[L])) -%}
+    {%- set changed_left = incremental_joins.stage('changed_left', incremental_joins.changed_left_entries(cfg, L, plans[L], consumed[L], versions[L])) -%}
     {%- do parts.append('select ' ~ incremental_joins.column_list(lk) ~ ', true as left_change, false as fan_out from ' ~ changed_left) -%}
   {%- endif -%}
   {%- if right_changed -%}
@@ -177,10 +181,9 @@
   {%- if right_changed -%}
     {%- do incremental_joins.assert_unique_keys(R, cfg.right_key, incremental_joins.rows_of_keys(right_now, changed_right, cfg.right_key), 'right_key') -%}
   {%- endif -%}
-  {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now, 'left_version': versions[L], 'left_stage': left_stage,
+  {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now, 'left_version': versions[L],
              'left_rows': left_rows, 'index_entries': counts[5] + counts[1],
              'affected': affected, 'affected_right': affected_right, 'changed_left': changed_left,
-             'changed_left_rows': incremental_joins.changed_rows_now(L, lk, plans[L], consumed[L], versions[L], changed_left) if left_changed else none,
              'rows_read': counts[1] + right_rows_read, 'affected_keys': counts[0], 'fan_out': counts[2]}) }}
 {% endmacro %}
 
@@ -225,17 +228,13 @@
     {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, columns, 'main',
                                                       broadcast=plan.affected_keys <= cfg.broadcast_changes_below) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
-    {#- The CombinedKey index follows the changed left rows (a subset of the affected ones): an
-        entry each, appended. When right rows changed too, the staged left rows were found through
-        the index: those stages are dropped first, so that the append does not make Spark re-plan
-        them, and the changed rows are read again (from the left input's change feed if it has one). -#}
+    {#- The CombinedKey index follows the changed left rows (a subset of the affected ones): their
+        staged entries, appended. The stages that read the index (the fan-out's) are dropped
+        first, so that the append does not make Spark re-plan them. -#}
     {%- if plan.changed_left is not none -%}
-      {%- set rows = plan.left_sql -%}
-      {%- if plan.left_stage in incremental_joins.release_staged_reading(index) -%}
-        {%- set rows = plan.changed_left_rows -%}
-      {%- endif -%}
+      {%- do incremental_joins.release_staged_reading(index, plan.changed_left) -%}
       {%- call statement('append_index') -%}
-        insert into {{ index }} {{ incremental_joins.index_entries(cfg, rows, 'select ' ~ incremental_joins.column_list(cfg.left_key) ~ ' from ' ~ plan.changed_left, plan.left_version) }}
+        insert into {{ index }} select * from {{ plan.changed_left }}
       {%- endcall -%}
       {%- do incremental_joins.compact_index(cfg, index, plan.index_entries, plan.left_rows) -%}
     {%- endif -%}
@@ -255,10 +254,9 @@
   {%- set parts = [] -%}
   {%- if right_changed -%}{%- do parts.append('select ' ~ incremental_joins.column_list(cfg.right_key) ~ ' from ' ~ changed_right) -%}{%- endif -%}
   {%- if left_changed -%}
-    {%- for v in [consumed[L], versions[L]] -%}
-      {%- set rows = incremental_joins.rows_of_keys(incremental_joins.pinned(L, v), changed_left, cfg.left_key) -%}
-      {%- do parts.append('select ' ~ rk_cols | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, rows) ~ ') as f') -%}
-    {%- endfor -%}
+    {%- set rows = incremental_joins.rows_of_keys(incremental_joins.pinned(L, consumed[L]), changed_left, cfg.left_key) -%}
+    {%- do parts.append('select ' ~ rk_cols | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, rows) ~ ') as f') -%}
+    {%- do parts.append('select ' ~ rk_cols | join(', ') ~ ' from ' ~ changed_left ~ ' where __ij_fk1 is not null') -%}
   {%- endif -%}
   {{ return(incremental_joins.stage('affected_right', 'select distinct * from (' ~ parts | join(' union all ') ~ ') as r', eager=true)) }}
 {% endmacro %}
