@@ -20,21 +20,14 @@
     `compact_index` folds the index back to current entries once superseded ones pile up.
 
     These are the entries of the left rows changed in (from_version, to_version]: the foreign key
-    of each key's row at `to_version`, from the key's newest change — from the Change Data Feed
-    when the plan reads it (a row inserted or updated to the key, or none when that change took
-    the key away: a delete, or an update's pre-image without a post-image of the same key in the
-    same commit), else from the difference of the two versions. The run stages them once: the
+    of each key's row at `to_version`, from the key's newest change (`table_change_rows`): a row
+    inserted or updated to the key, or none when that change took the key away (a delete, or an
+    update's pre-image without a post-image of the same key in the same commit). The run stages them once: the
     affected keys, the outer join's affected right keys and the append all read the stage (the
     append read the changes a second time before). -#}
 {% macro changed_left_entries(cfg, name, plan, from_version, to_version) %}
   {%- set lk = incremental_joins.column_list(cfg.left_key) -%}
-  {%- if plan.mode == 'cdf' -%}
-    {%- set changes = "select *, _commit_version as __ij_commit, _change_type in ('insert', 'update_postimage') as __ij_present from " ~ incremental_joins.table_changes_sql(name, from_version, to_version) -%}
-  {%- else -%}
-    {%- set now, before = incremental_joins.pinned(name, to_version), incremental_joins.pinned(name, from_version) -%}
-    {%- set changes = 'select *, 0 as __ij_commit, true as __ij_present from (' ~ now ~ ' except ' ~ before ~ ') as n union all '
-                      ~ 'select *, 0 as __ij_commit, false as __ij_present from (' ~ before ~ ' except ' ~ now ~ ') as o' -%}
-  {%- endif -%}
+  {%- set changes = incremental_joins.table_change_rows(name, plan, from_version, to_version) -%}
   {%- set present = ['__ij_present'] -%}
   {%- for expr in cfg.foreign_key -%}{%- do present.append('(' ~ expr ~ ') is not null') -%}{%- endfor -%}
   {%- set fk = [] -%}

@@ -147,19 +147,23 @@
   {{ return("table_changes('" ~ relation.schema ~ "." ~ relation.identifier ~ "', " ~ (from_version + 1) ~ (", " ~ to_version if to_version is not none else "") ~ ")") }}
 {% endmacro %}
 
+{#- Every change row of a table input in (from_version, to_version]: its columns, plus __ij_commit
+    (the commit's version; 0 for a difference) and __ij_present (the row is in the table after
+    the change: an insert or an update's post-image, or a row of `to_version` not in
+    `from_version`). From the Change Data Feed when the plan reads it, else the difference of the
+    two versions. -#}
+{% macro table_change_rows(name, plan, from_version, to_version) %}
+  {%- if plan.mode == 'cdf' -%}
+    {{ return("select *, _commit_version as __ij_commit, _change_type in ('insert', 'update_postimage') as __ij_present from " ~ incremental_joins.table_changes_sql(name, from_version, to_version)) }}
+  {%- endif -%}
+  {%- set now, before = name ~ ' version as of ' ~ to_version, name ~ ' version as of ' ~ from_version -%}
+  {{ return('select *, 0 as __ij_commit, true as __ij_present from (select * from ' ~ now ~ ' except select * from ' ~ before ~ ') as n union all '
+            ~ 'select *, 0 as __ij_commit, false as __ij_present from (select * from ' ~ before ~ ' except select * from ' ~ now ~ ') as o') }}
+{% endmacro %}
+
 {#- The keys of every row that changed in (from_version, to_version], each once. -#}
 {% macro changed_keys_sql(name, keys, plan, from_version, to_version) %}
-  {%- set cols = incremental_joins.column_list(keys) -%}
-  {%- if plan.mode == 'cdf' -%}
-    select distinct {{ cols }}
-    from {{ incremental_joins.table_changes_sql(name, from_version, to_version) }}
-  {%- else -%}
-    select distinct {{ cols }} from (
-      (select * from {{ name }} version as of {{ to_version }} except select * from {{ name }} version as of {{ from_version }})
-      union all
-      (select * from {{ name }} version as of {{ from_version }} except select * from {{ name }} version as of {{ to_version }})
-    ) as changed
-  {%- endif -%}
+  {{ return('select distinct ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ incremental_joins.table_change_rows(name, plan, from_version, to_version) ~ ') as changed') }}
 {% endmacro %}
 
 {#- Fails, before anything is written, when an input meant to have a unique key has duplicates
