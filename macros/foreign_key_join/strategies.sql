@@ -70,11 +70,18 @@
     knows both are few when it plans: each read of the index is one scan with the few keys
     broadcast. (An anti join against the whole index shuffled all of it: at 10M entries, the
     statement that read the affected keys took 6.6-7.7 s that way, 3.5-4.1 s this way with the
-    1.3-1.5 s of staging the matched entries included, measured 2026-11-25.) -#}
+    1.3-1.5 s of staging the matched entries included, measured 2026-11-25.)
+    Only an entry newer than the oldest matched one can supersede one: that bound, as a literal,
+    lets Delta skip by their statistics the index files of runs before it — the first build's,
+    most of the index, when the matched entries are that old (compaction writes the entries in
+    version order to keep it so). At 10M entries the second read took 2.7 s instead of 4.1-5.0 s
+    (scratch session, 2026-11-29). -#}
 {% macro current_index_entries(cfg, index, right_keys, suffix) %}
   {%- set lk = cfg.left_key -%}
   {%- set matched = incremental_joins.stage(suffix, 'select i.* from ' ~ index ~ ' as i left semi join ' ~ right_keys ~ ' as r on ' ~ incremental_joins.fk_matches(cfg, 'i', 'r'), eager=true) -%}
-  {%- set entries = 'select n.* from ' ~ index ~ ' as n left semi join ' ~ matched ~ ' as k on ' ~ incremental_joins.keys_match(lk, 'n', 'k') -%}
+  {%- set oldest = incremental_joins.scalar('select min(__ij_version) from ' ~ matched) -%}
+  {%- set entries = 'select n.* from ' ~ index ~ ' as n left semi join ' ~ matched ~ ' as k on ' ~ incremental_joins.keys_match(lk, 'n', 'k')
+                    ~ ' where ' ~ ('n.__ij_version > ' ~ oldest if oldest is not none else 'false') -%}
   {{ return('select m.* from ' ~ matched ~ ' as m left anti join (' ~ entries ~ ') as n on ' ~ incremental_joins.keys_match(lk, 'n', 'm') ~ ' and n.__ij_version > m.__ij_version') }}
 {% endmacro %}
 
@@ -87,12 +94,13 @@
     key) once it holds more than `left_rows` plus max(half of them,
     var('incremental_joins_index_slack', 10000)) entries: superseded entries then make up at most
     about a third of it, and a rewrite comes once every many runs. One atomic commit of the same
-    current entries, so a run interrupted around it reads the same index. -#}
+    current entries, so a run interrupted around it reads the same index. Written in version
+    order, so that the files of old entries stay apart from newer ones (current_index_entries). -#}
 {% macro compact_index(cfg, index, entries, left_rows) %}
   {%- if entries <= left_rows + [left_rows // 2, var('incremental_joins_index_slack', 10000) | int] | max -%}{{ return(false) }}{%- endif -%}
   {%- set lk = incremental_joins.column_list(cfg.left_key) -%}
   {%- set fk = incremental_joins.fk_columns(cfg) -%}
-  {%- do incremental_joins.create_state_table(index, 'select distinct ' ~ lk ~ ', ' ~ fk | join(', ') ~ ', __ij_version from (select *, max(__ij_version) over (partition by ' ~ lk ~ ') as __ij_newest from ' ~ index ~ ') as i where __ij_version = __ij_newest and ' ~ fk | join(' is not null and ') ~ ' is not null', fk) -%}
+  {%- do incremental_joins.create_state_table(index, 'select distinct ' ~ lk ~ ', ' ~ fk | join(', ') ~ ', __ij_version from (select *, max(__ij_version) over (partition by ' ~ lk ~ ') as __ij_newest from ' ~ index ~ ') as i where __ij_version = __ij_newest and ' ~ fk | join(' is not null and ') ~ ' is not null order by __ij_version', fk) -%}
   {{ return(true) }}
 {% endmacro %}
 
