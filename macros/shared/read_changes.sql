@@ -156,9 +156,9 @@
   {%- if plan.mode == 'cdf' -%}
     {{ return("select *, _commit_version as __ij_commit, _change_type in ('insert', 'update_postimage') as __ij_present from " ~ incremental_joins.table_changes_sql(name, from_version, to_version)) }}
   {%- endif -%}
-  {%- set now, before = name ~ ' version as of ' ~ to_version, name ~ ' version as of ' ~ from_version -%}
-  {{ return('select *, 0 as __ij_commit, true as __ij_present from (select * from ' ~ now ~ ' except select * from ' ~ before ~ ') as n union all '
-            ~ 'select *, 0 as __ij_commit, false as __ij_present from (select * from ' ~ before ~ ' except select * from ' ~ now ~ ') as o') }}
+  {%- set now, before = incremental_joins.pinned(name, to_version), incremental_joins.pinned(name, from_version) -%}
+  {{ return('select *, 0 as __ij_commit, true as __ij_present from (' ~ now ~ ' except ' ~ before ~ ') as n union all '
+            ~ 'select *, 0 as __ij_commit, false as __ij_present from (' ~ before ~ ' except ' ~ now ~ ') as o') }}
 {% endmacro %}
 
 {#- The keys of every row that changed in (from_version, to_version], each once. -#}
