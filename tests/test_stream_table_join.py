@@ -191,11 +191,14 @@ def test_worked_example(scratch_project, spark):
                       "stj_grace0": {12: None, 13: "s200"}, "stj_unversioned": {12: None, 13: "s200"}}.items():
         emitted[name].update(new)
         assert j.output(name) == emitted[name], f"{name} after the hard delete"
-    # The output keeps the Change Data Feed (SPEC property 4); state tables, whose changes nothing
-    # reads, have it off.
-    feed = {name: tblproperties(spark, f"{j.schema}.{name}").get("delta.enableChangeDataFeed")
-            for name in ("stj_left", "stj_left__ij_history", "stj_left__ij_buffer", "stj_left__ij_clock")}
-    assert feed == {"stj_left": "true", "stj_left__ij_history": "false", "stj_left__ij_buffer": "false", "stj_left__ij_clock": "false"}
+    # The output keeps the Change Data Feed (SPEC property 4) and Delta's checkpoint interval;
+    # tables only the package reads (state, highwater, run log) have the feed off and a
+    # checkpoint every 100 commits.
+    props = {name: {k: tblproperties(spark, f"{j.schema}.{name}").get(k) for k in ("delta.enableChangeDataFeed", "delta.checkpointInterval")}
+             for name in ("stj_left", "stj_left__ij_history", "stj_left__ij_buffer", "stj_left__ij_clock", "stj_left__ij_highwater", "incremental_joins_run_log")}
+    assert props == {"stj_left": {"delta.enableChangeDataFeed": "true", "delta.checkpointInterval": None},
+                     **{name: {"delta.enableChangeDataFeed": "false", "delta.checkpointInterval": "100"}
+                        for name in ("stj_left__ij_history", "stj_left__ij_buffer", "stj_left__ij_clock", "stj_left__ij_highwater", "incremental_joins_run_log")}}
     # The append-only highwater was compacted on the way. A pin and an advance append a row per
     # input each: 2 inputs on the first run, then also 4 state tables: 4 + 5 * 12 = 64 rows after
     # 6 runs, so the 7th run kept the newest 6 and appended 12.

@@ -36,7 +36,7 @@
       version bigint comment 'last Delta version of the input that the model consumed',
       pending_version bigint comment 'version the run in progress reads; null between runs',
       updated_at timestamp comment 'when the row was appended; the newest row of an input is its state'
-    ) using delta
+    ) using delta {{ incremental_joins.delta_tblproperties(state=true) }}
   {%- endcall %}
 {% endmacro %}
 

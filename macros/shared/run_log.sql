@@ -35,7 +35,7 @@
     dropped_duplicates bigint,
     fan_out bigint comment 'left rows reached through the index by right-side changes',
     ignored_records bigint comment 'records ignored: table changes older than the history horizon, stream records with a null key or value'
-  ) using delta
+  ) using delta {{ incremental_joins.delta_tblproperties(state=true) }}
 {% endmacro %}
 
 {# Spark runs one statement per call: split the schema and table DDL. #}
