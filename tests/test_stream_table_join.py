@@ -194,11 +194,11 @@ def test_worked_example(scratch_project, spark):
     # The output keeps the Change Data Feed (SPEC property 4) and Delta's checkpoint interval;
     # tables only the package reads (state, highwater, run log) have the feed off and a
     # checkpoint every 100 commits.
+    package_tables = ("stj_left__ij_history", "stj_left__ij_buffer", "stj_left__ij_clock", "stj_left__ij_highwater", "incremental_joins_run_log")
     props = {name: {k: tblproperties(spark, f"{j.schema}.{name}").get(k) for k in ("delta.enableChangeDataFeed", "delta.checkpointInterval")}
-             for name in ("stj_left", "stj_left__ij_history", "stj_left__ij_buffer", "stj_left__ij_clock", "stj_left__ij_highwater", "incremental_joins_run_log")}
+             for name in ("stj_left", *package_tables)}
     assert props == {"stj_left": {"delta.enableChangeDataFeed": "true", "delta.checkpointInterval": None},
-                     **{name: {"delta.enableChangeDataFeed": "false", "delta.checkpointInterval": "100"}
-                        for name in ("stj_left__ij_history", "stj_left__ij_buffer", "stj_left__ij_clock", "stj_left__ij_highwater", "incremental_joins_run_log")}}
+                     **{name: {"delta.enableChangeDataFeed": "false", "delta.checkpointInterval": "100"} for name in package_tables}}
     # The append-only highwater was compacted on the way. A pin and an advance append a row per
     # input each: 2 inputs on the first run, then also 4 state tables: 4 + 5 * 12 = 64 rows after
     # 6 runs, so the 7th run kept the newest 6 and appended 12.

@@ -2,10 +2,6 @@
     from the whole inputs (first run, --full-refresh, or the automatic fallback when the change
     is large). Both read every input at its pinned version. -#}
 
-{% macro pinned(name, version) %}
-  {{ return('select * from ' ~ name ~ (' version as of ' ~ version if version is not none else '')) }}
-{% endmacro %}
-
 {#- The rows of `rows_sql` whose `keys` appear in the relation `keys_relation`. -#}
 {% macro rows_of_keys(rows_sql, keys_relation, keys) %}
   {{ return('select __x.* from (' ~ rows_sql ~ ') as __x left semi join ' ~ keys_relation ~ ' as __k on ' ~ incremental_joins.keys_match(keys, '__x', '__k')) }}

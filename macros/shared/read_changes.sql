@@ -32,6 +32,11 @@
 {% endmacro %}
 
 
+{#- A select of `name` as of Delta version `version` (none: as it is now). -#}
+{% macro pinned(name, version) %}
+  {{ return('select * from ' ~ name ~ (' version as of ' ~ version if version is not none else '')) }}
+{% endmacro %}
+
 {#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf} for versions (from_version, to_version];
     from_version -1 reads from the table's creation. -#}
 {% macro change_plan(name, from_version, to_version, rows=none) %}
