@@ -485,13 +485,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", metavar="RESULTS_JSON", help="with --report-only: take this run's sizes from another results.json")
     args = parser.parse_args(argv)
     out = Path(args.out)
-    from report import write_report  # beside this file
+    from report import update_readme, write_report  # beside this file
+
+    def publish(results: dict) -> None:
+        """results.json and the report; README's figures too when the report is the repository's."""
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+        write_report(results, out)
+        if out.resolve() == (HERE / "report").resolve():
+            update_readme(HERE.parent / "README.md", results)
 
     previous = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else None
     if args.report_only:
-        results = merge(previous, json.loads(Path(args.merge).read_text())) if args.merge else previous
-        (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-        write_report(results, out)
+        publish(merge(previous, json.loads(Path(args.merge).read_text())) if args.merge else previous)
         return 0
 
     home = Path(os.environ.setdefault("INCREMENTAL_JOINS_HOME", str(HERE.parent / ".spark" / "benchmark")))
@@ -518,10 +524,7 @@ def main(argv: list[str] | None = None) -> int:
             "operators": [OPERATORS[o] for o in operators], "spark": spark.version,
             "driver_memory": os.environ["INCREMENTAL_JOINS_DRIVER_MEMORY"], "commit": commit,
         }
-        results = merge(previous, {**run, "runs": [run], "rows": rows})
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-        write_report(results, out)
+        publish(merge(previous, {**run, "runs": [run], "rows": rows}))
 
     for size in sizes:
         schema = f"bench_{label(size).lower()}"

@@ -184,17 +184,50 @@ def plots(rows: list, sizes: list, fractions: list, out: Path) -> list[str]:
     return ["time_vs_fraction.png", "time_vs_size.png"]
 
 
+def run_lines(results: dict) -> list[str]:
+    """Which run each size comes from: date, machine, commit, seed, duration."""
+    return [f"- {', '.join(label(s) for s in r['sizes'])} rows at {', '.join(pct(f) for f in r['fractions'])} "
+            f"({', '.join(r.get('operators') or ['all operators'])}): "
+            f"run {r['started'][:16].replace('T', ' ')} UTC on {r['machine']}; Spark {r['spark']} local, driver memory "
+            f"{r['driver_memory']}; commit {r['commit']}; seed {r['seed']}; whole run {r['minutes']} min."
+            for r in results.get("runs") or [results]]
+
+
+def crossover_lines(rows: list, sizes: list, fractions: list) -> list[str]:
+    out = []
+    for size in sizes:
+        value, notes = threshold(rows, size, fractions)
+        out.append(f"- Fallback crossover at {label(size)}: "
+                   + (f"incremental is dearer than the full-recompute path above about {value:.0%} affected left rows"
+                      if value is not None else "the incremental path stayed cheaper at every measured fraction")
+                   + " (" + "; ".join(notes) + ").")
+    return out
+
+
+README_START, README_END = "<!-- benchmark:figures -->", "<!-- benchmark:figures:end -->"
+
+
+def readme_figures(results: dict) -> list[str]:
+    """What README.md shows of the report: the runs, the targets, foreign_key_join per round and
+    the fallback crossover (the rest stays in report.md)."""
+    rows, sizes, fractions = results["rows"], results["sizes"], results["fractions"]
+    return (run_lines(results) + [""] + targets(rows, sizes) + ["", "foreign_key_join per round:", ""]
+            + fk_section(rows, sizes, fractions) + [""] + crossover_lines(rows, sizes, fractions))
+
+
+def update_readme(readme: Path, results: dict) -> None:
+    """Replace the figures between README's two markers by this report's."""
+    text = readme.read_text()
+    start, end = text.index(README_START) + len(README_START), text.index(README_END)
+    readme.write_text(text[:start] + "\n" + "\n".join(readme_figures(results)) + "\n" + text[end:])
+
+
 def write_report(results: dict, out: Path) -> None:
     rows, sizes, fractions = results["rows"], results["sizes"], results["fractions"]
     out.mkdir(parents=True, exist_ok=True)
     images = plots(rows, sizes, fractions, out)
     runs = results.get("runs") or [results]
-    md = [f"# Benchmark report — {max(r['started'] for r in runs)[:10]}", ""]
-    md += [f"- {', '.join(label(s) for s in r['sizes'])} rows at {', '.join(pct(f) for f in r['fractions'])} "
-           f"({', '.join(r.get('operators') or ['all operators'])}): "
-           f"run {r['started'][:16].replace('T', ' ')} UTC on {r['machine']}; Spark {r['spark']} local, driver memory "
-           f"{r['driver_memory']}; commit {r['commit']}; seed {r['seed']}; whole run {r['minutes']} min."
-           for r in runs]
+    md = [f"# Benchmark report — {max(r['started'] for r in runs)[:10]}", ""] + run_lines(results)
     md += ["", "Seconds are dbt's execution time of one model run (parsing excluded) or the Spark job's wall "
            "time; every incremental result was checked equal to the full rebuild in the same round.", ""]
     md += ["## Targets", ""] + targets(rows, sizes) + [""]
@@ -203,13 +236,7 @@ def write_report(results: dict, out: Path) -> None:
            "inserts); affected keys = changed orders + orders of changed customers (CombinedKey index). "
            "`naive wrong rows`: rows of the `incremental`+`merge` model filtered on `updated_at` that "
            "differ from the full rebuild (missed customer changes and deletes, accumulated).", ""]
-    md += fk_section(rows, sizes, fractions) + [""]
-    for size in sizes:
-        value, notes = threshold(rows, size, fractions)
-        md.append(f"- Fallback crossover at {label(size)}: "
-                  + (f"incremental is dearer than the full-recompute path above about {value:.0%} affected left rows"
-                     if value is not None else "the incremental path stayed cheaper at every measured fraction")
-                  + " (" + "; ".join(notes) + ").")
+    md += fk_section(rows, sizes, fractions) + [""] + crossover_lines(rows, sizes, fractions)
     md += ["", "## deduplicate (KIP-655 by message id, 10 minutes; 10% redeliveries, 1% late by 30 min)", ""]
     md += stream_section(rows, sizes, fractions, "deduplicate", ["full rebuild", "Structured Streaming"]) + [""]
     md += ["Structured Streaming's `dropDuplicatesWithinWatermark` (watermark 10 minutes, `availableNow`) "
