@@ -14,7 +14,8 @@ rebuild before its timing is reported: a wrong result stops the benchmark.
 Timings are dbt's execution time of the model (what `dbt run` reports; parsing excluded), or
 the wall time of the Spark job for the methods that are not dbt models (the MERGE floor,
 Structured Streaming). Rows rewritten come from Delta's operation metrics of the commits the
-run made (DESCRIBE HISTORY).
+run made (DESCRIBE HISTORY). Each operator's incremental run is profiled statement by statement
+from dbt's events (Statements), for the report's "where the time goes".
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -84,6 +86,52 @@ class PeakMemory:
         self.peak_mb = max(self.peak_mb, self._rss_mb())
 
 
+class Statements:
+    """Where a model run's time goes, from dbt's events (a dbtRunner callback): each statement
+    dbt sends (`SQLQuery`) timed from its start to the next statement of the same model or the
+    model's end (`NodeFinished`). That includes fetching its result, which dbt's own `SQL status`
+    time leaves out in session mode, and the Jinja between statements, which is small."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, list] = {}  # model name -> [(seconds since epoch, sql or None at the end)]
+
+    def __call__(self, msg) -> None:
+        name = msg.info.name
+        if name not in ("NodeStart", "SQLQuery", "NodeFinished"):
+            return
+        model = msg.data.node_info.node_name
+        if not model:
+            return
+        at = msg.info.ts.seconds + msg.info.ts.nanos / 1e9
+        if name == "NodeStart":
+            self.runs[model] = []
+        else:
+            self.runs.setdefault(model, []).append((at, msg.data.sql if name == "SQLQuery" else None))
+
+    def profile(self, model: str, schema: str, top: int = 10) -> dict:
+        """The model's last run: its statements' seconds, summed per label (statement_label),
+        largest first; the `top` largest, the rest as one sum."""
+        events = self.runs.get(model, [])
+        seconds: dict[str, list] = {}
+        for (at, sql), (until, _) in zip(events, events[1:]):
+            if sql is not None:
+                entry = seconds.setdefault(statement_label(sql, schema, model), [0.0, 0])
+                entry[0] += until - at
+                entry[1] += 1
+        ranked = sorted(([label, round(s, 2), n] for label, (s, n) in seconds.items()), key=lambda e: -e[1])
+        rest = ranked[top:]
+        return {"statements": sum(e[2] for e in ranked), "seconds": round(sum(e[1] for e in ranked), 2),
+                "top": ranked[:top], "rest": [round(sum(e[1] for e in rest), 2), sum(e[2] for e in rest)]}
+
+
+def statement_label(sql: str, schema: str, model: str) -> str:
+    """A statement in a few words: dbt's query comment, the schema and the run's staged-view
+    prefix dropped, whitespace folded, cut at 80 characters."""
+    text = " ".join(re.sub(r"^\s*/\*.*?\*/", "", sql, count=1, flags=re.S).split())
+    text = text.replace(f"__ij_{schema}__{model}__", "").replace(f"{schema}.", "")
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
 def rows_written(metrics: dict) -> int:
     """Rows a commit wrote into new data files (a delete by deletion vector writes none)."""
     m = {k: int(v) for k, v in (metrics or {}).items() if str(v).isdigit()}
@@ -99,6 +147,7 @@ class Bench:
     seed: int
     memory: PeakMemory
     rows: list = field(default_factory=list)
+    statements: Statements | None = None
 
     # -- SQL helpers ----------------------------------------------------------------------------
     def sql(self, text: str):
@@ -138,6 +187,9 @@ class Bench:
         # The package's on-run-start hook is a result too: take the model's.
         return float(next(r.execution_time for r in result.result.results if r.node.name == model))
 
+    def profile(self, model: str) -> dict | None:
+        return self.statements.profile(model, self.schema) if self.statements else None
+
     def timed(self, fn) -> tuple[float, float]:
         with self.memory:
             start = time.perf_counter()
@@ -148,7 +200,7 @@ class Bench:
     def record(self, **row) -> dict:
         row.setdefault("schema", self.schema)
         self.rows.append(row)
-        print("  " + ", ".join(f"{k}={v}" for k, v in row.items() if k not in ("schema",)), flush=True)
+        print("  " + ", ".join(f"{k}={v}" for k, v in row.items() if k not in ("schema", "profile")), flush=True)
         return row
 
     def same_rows(self, a: str, b: str, columns: list[str], where_b: str = "true") -> int:
@@ -305,7 +357,8 @@ def fk_round(b: Bench, project, size: int, fraction: float, changes: dict) -> No
                 "order by finished_at desc limit 1").first()
     b.record(**common, method="incremental", seconds=inc_s, peak_mb=inc_mem, rows_changed=changed,
              rows_written=written.get("fk_incremental", 0), state_rows_written=written.get("fk_incremental__ij_index", 0),
-             affected_keys=int(log["affected_keys"] or 0), mode=log["mode"], wrong_rows=wrong, **changes)
+             affected_keys=int(log["affected_keys"] or 0), mode=log["mode"], wrong_rows=wrong,
+             profile=b.profile("fk_incremental"), **changes)
 
     before = b.versions(["fk_fallback"])
     fb_s, fb_mem = b.timed(lambda: b.dbt(project, "fk_fallback"))
@@ -363,7 +416,8 @@ def dedup_round(b: Bench, project, size: int, fraction: float, changes: dict, ch
     appended = written.get("dedup_incremental", 0)
     b.record(**common, method="incremental", seconds=inc_s, peak_mb=inc_mem, rows_changed=appended,
              rows_written=appended, state_rows_written=written.get("dedup_incremental__ij_state", 0),
-             wrong_rows=b.same_rows(b.t("dedup_incremental"), b.t("dedup_full"), offsets), **changes)
+             wrong_rows=b.same_rows(b.t("dedup_incremental"), b.t("dedup_full"), offsets),
+             profile=b.profile("dedup_incremental"), **changes)
     b.record(**common, method="full rebuild", seconds=full_s, peak_mb=full_mem, rows_changed=appended, wrong_rows=0, **changes)
     b.record(**common, method="Structured Streaming", seconds=sss_s, peak_mb=sss_mem, rows_changed=appended,
              differs_from_kip655=b.same_rows(b.t("sss_dedup"), b.t("dedup_full"), offsets), **changes)
@@ -384,7 +438,8 @@ def stj_round(b: Bench, project, size: int, fraction: float, changes: dict) -> N
     appended = written.get("stj_incremental", 0)
     b.record(**common, method="incremental", seconds=inc_s, peak_mb=inc_mem, rows_changed=appended,
              rows_written=appended, state_rows_written=written.get("stj_incremental__ij_history", 0) + written.get("stj_incremental__ij_buffer", 0),
-             wrong_rows=b.same_rows(b.t("stj_incremental"), b.t("stj_full"), COLUMNS["stj"], emitted), **changes)
+             wrong_rows=b.same_rows(b.t("stj_incremental"), b.t("stj_full"), COLUMNS["stj"], emitted),
+             profile=b.profile("stj_incremental"), **changes)
     b.record(**common, method="full as-of recompute", seconds=full_s, peak_mb=full_mem, rows_changed=appended, wrong_rows=0, **changes)
     check(b, common, ["incremental"])
 
@@ -507,7 +562,8 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = delta_session(RuntimePaths(home))
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    project = DbtProject(PROJECT_DIR)
+    statements = Statements()
+    project = DbtProject(PROJECT_DIR, callbacks=[statements])
     project.invoke("deps", "--quiet")
     started = datetime.now(timezone.utc)
     rows: list = []
@@ -531,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["IJ_BENCH_SCHEMA"] = schema
         spark.sql(f"drop schema if exists {schema} cascade")
         spark.sql(f"create schema {schema}")
-        bench = Bench(spark, schema, args.seed, PeakMemory(pid), rows)
+        bench = Bench(spark, schema, args.seed, PeakMemory(pid), rows, statements)
         run_size(bench, project, size, fractions, operators, home, save)
     print(f"benchmark: report in {out}/report.md", flush=True)
     return 0

@@ -204,6 +204,30 @@ def crossover_lines(rows: list, sizes: list, fractions: list) -> list[str]:
     return out
 
 
+def profile_section(rows: list, sizes: list, fractions: list) -> list[str]:
+    """Where each operator's incremental run spends its time, per size, in the 1% round (or the
+    smallest fraction measured): its statements, largest first (benchmark.Statements)."""
+    fraction = 0.01 if 0.01 in fractions else min(fractions)
+    out = []
+    for operator in ("foreign_key_join", "deduplicate", "stream_table_join"):
+        for size in sizes:
+            row = find(rows, operator=operator, size=size, fraction=fraction, method="incremental")
+            p = (row or {}).get("profile")
+            if not p:
+                continue
+            share = lambda s: f"{s / p['seconds']:.0%}" if p["seconds"] else "—"  # noqa: E731
+            lines = [[f"{s:.2f}", share(s), n, "`` " + text.replace("|", "\\|") + " ``"] for text, s, n in p["top"]]
+            if p["rest"][1]:
+                lines.append([f"{p['rest'][0]:.2f}", share(p["rest"][0]), p["rest"][1], "the other statements"])
+            out += [f"### {operator}, {label(size)}, {pct(fraction)} ({p['seconds']:.1f} s in {p['statements']} statements)", ""]
+            out += table(["s", "share", "statements", "statement (first 80 characters)"], lines) + [""]
+    if out:
+        out = ["## Where an incremental run's time goes", "",
+               "Each statement of the run timed from dbt sending it to the next one (fetching its result "
+               "included), from dbt's events; statements that begin alike are summed.", ""] + out
+    return out
+
+
 README_START, README_END = "<!-- benchmark:figures -->", "<!-- benchmark:figures:end -->"
 
 
@@ -244,6 +268,7 @@ def write_report(results: dict, out: Path) -> None:
            "from KIP-655's rule; the column counts the differing rows.", ""]
     md += ["## stream_table_join (purchases -> prices as of purchase time; grace 1 minute; 1% late up to 5 min)", ""]
     md += stream_section(rows, sizes, fractions, "stream_table_join", ["full as-of recompute"]) + [""]
+    md += profile_section(rows, sizes, fractions)
     md += ["## Initial builds", ""]
     md += table(["rows", "what", "seconds", "peak driver MB"],
                 [[label(r["size"]), r["method"], f"{r['seconds']:.1f}", f"{r['peak_mb']:,.0f}"]

@@ -95,6 +95,13 @@ def fk(size, fraction, method, seconds, **extra):
             "state_rows_written": 30, "affected_keys": int(size * fraction * 2), "wrong_rows": 0, **extra}
 
 
+def results_of(rows, fractions):
+    """A results.json of one run at 1k rows, with these rows."""
+    return {"started": "2026-11-22T05:00:00+00:00", "minutes": 1, "machine": "test machine", "seed": 1,
+            "sizes": [1000], "fractions": fractions, "spark": "4.2.0", "driver_memory": "1g",
+            "commit": "abc", "rows": rows}
+
+
 def test_report_ratios_targets_and_crossover(tmp_path):
     rows = [
         fk(1000, 0.01, "full rebuild", 30.0), fk(1000, 0.01, "incremental", 3.0),
@@ -105,10 +112,7 @@ def test_report_ratios_targets_and_crossover(tmp_path):
         fk(1000, 0.5, "full rebuild", 30.0), fk(1000, 0.5, "incremental", 60.0),
         fk(1000, 0.5, "full-recompute path", 40.0), fk(1000, 0.5, "MERGE floor", 9.0),
     ]
-    results = {"started": "2026-11-22T05:00:00+00:00", "minutes": 1, "machine": "test machine", "seed": 1,
-               "sizes": [1000], "fractions": [0.01, 0.1, 0.5], "spark": "4.2.0", "driver_memory": "1g",
-               "commit": "abc", "rows": rows}
-    report.write_report(results, tmp_path)
+    report.write_report(results_of(rows, [0.01, 0.1, 0.5]), tmp_path)
     text = (tmp_path / "report.md").read_text()
     # full rebuild / incremental at 1%: 30 / 3 = 10x, below the 15x goal.
     assert "| FK join 1k, 1% change: full rebuild / incremental | >= 15x | 10.0x | **missed** |" in text
@@ -160,3 +164,56 @@ def test_a_run_of_one_size_replaces_only_that_size_in_the_results(tmp_path):
     both = benchmark.merge(fifty, {**dedup, "runs": [dedup], "rows": [{**fk(10000, 0.5, "incremental", 12.0), "operator": "deduplicate"}]})
     assert [(r["operator"], r["seconds"]) for r in both["rows"] if r["fraction"] == 0.5] == [("foreign_key_join", 40.0), ("deduplicate", 12.0)]
     assert [r["commit"] for r in both["runs"]] == ["aaa", "bbb", "ccc", "ddd"]
+
+
+def dbt_event(name, at, model, sql=""):
+    """A stand-in for the EventMsg dbt hands its callbacks: the fields Statements reads."""
+    ns = lambda **kw: type("N", (), kw)  # noqa: E731
+    return ns(info=ns(name=name, ts=ns(seconds=int(at), nanos=round((at % 1) * 1e9))),
+              data=ns(node_info=ns(node_name=model), sql=sql))
+
+
+def test_each_statement_is_timed_to_the_next_one_of_its_model():
+    clock = benchmark.Statements()
+    comment = '/* {"app": "dbt", "node_id": "model.p.m"} */ '
+    for event in [
+        dbt_event("NodeStart", 90.0, "m"), dbt_event("SQLQuery", 91.0, "m", "select 1"),  # an earlier run of m
+        dbt_event("NodeFinished", 92.0, "m"),
+        dbt_event("NodeStart", 100.0, "m"),
+        dbt_event("SQLQuery", 100.5, "m", comment + "merge into s.m as t\n   using x"),
+        dbt_event("SQLQuery", 101.0, "other", "select 2"),  # another model's statement
+        dbt_event("SQLQuery", 103.0, "m", "insert into s.m__ij_highwater values (1)"),
+        dbt_event("SQLQuery", 103.25, "m", "cache table __ij_s__m__fan_out"),
+        dbt_event("SQLQuery", 104.0, "m", "insert into s.m__ij_highwater values (1)"),
+        dbt_event("SQLQuery", 104.25, "m", "select " + "x, " * 40 + "y"),
+        dbt_event("NodeFinished", 104.5, "m"),
+        dbt_event("GenericEvent", 105.0, "m"),
+    ]:
+        clock(event)
+    profile = clock.profile("m", "s", top=3)
+    # merge 100.5 -> 103.0 (the other model's statement between does not end it); the cache
+    # 103.25 -> 104.0; the two highwater inserts 103.0 -> 103.25 and 104.0 -> 104.25, summed.
+    assert profile["statements"] == 5 and profile["seconds"] == 4.0
+    assert profile["top"] == [["merge into m as t using x", 2.5, 1], ["cache table fan_out", 0.75, 1],
+                              ["insert into m__ij_highwater values (1)", 0.5, 2]]
+    assert profile["rest"] == [0.25, 1]
+    assert benchmark.statement_label("select " + "x, " * 40 + "y", "s", "m") == ("select " + "x, " * 40)[:79] + "…"
+
+
+def test_the_report_shows_where_the_run_went(tmp_path):
+    profile = {"statements": 4, "seconds": 4.0, "top": [["merge into m as t using x", 2.5, 1], ["select a | b", 1.0, 2]],
+               "rest": [0.5, 1]}
+    rows = [fk(1000, 0.01, "incremental", 4.0, profile=profile), fk(1000, 0.1, "incremental", 9.0),
+            fk(1000, 0.01, "full rebuild", 8.0)]
+    results = results_of(rows, [0.01, 0.1])
+    report.write_report(results, tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    assert "### foreign_key_join, 1k, 1% (4.0 s in 4 statements)" in text
+    # Shares of the run's 4.0 s; a pipe inside a statement escaped for the table.
+    assert "| 2.50 | 62% | 1 | `` merge into m as t using x `` |" in text
+    assert "| 1.00 | 25% | 2 | `` select a \\| b `` |" in text
+    assert "| 0.50 | 12% | 1 | the other statements |" in text
+    # Rounds without a profile (the 10% one here; results from before profiles) show none.
+    assert "1k, 10%" not in text
+    report.write_report({**results, "rows": [fk(1000, 0.01, "incremental", 4.0)]}, tmp_path)
+    assert "time goes" not in (tmp_path / "report.md").read_text()

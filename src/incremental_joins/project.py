@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from dbt.cli.main import dbtRunner, dbtRunnerResult
 
@@ -30,6 +30,8 @@ class DbtProject:
     target: str = "embedded"
     vars: dict[str, Any] = field(default_factory=dict)
     profiles_dir: Path | None = None
+    # Called with every event dbt fires (dbtRunner's callbacks), e.g. to time each statement.
+    callbacks: list[Callable[[Any], None]] = field(default_factory=list)
 
     def invoke(self, *args: str, vars: dict[str, Any] | None = None, check: bool = True) -> dbtRunnerResult:
         argv = [
@@ -41,7 +43,7 @@ class DbtProject:
         merged = {**self.vars, **(vars or {})}
         if merged and args[0] not in ("deps", "clean"):
             argv += ["--vars", json.dumps(merged)]
-        result = dbtRunner().invoke(argv)
+        result = dbtRunner(callbacks=self.callbacks).invoke(argv)
         if check and not result.success:
             raise DbtCommandFailed(argv, result)
         return result
