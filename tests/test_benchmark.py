@@ -213,7 +213,7 @@ def test_the_report_shows_where_the_run_went(tmp_path):
     assert "| 2.50 | 62% | 1 | `` merge into m as t using x `` |" in text
     assert "| 1.00 | 25% | 2 | `` select a \\| b `` |" in text
     assert "| 0.50 | 12% | 1 | the other statements |" in text
-    # Rounds without a profile (the 10% one here; results from before profiles) show none.
+    # Only the 1% round is profiled in the report; results from before profiles show no section.
     assert "1k, 10%" not in text
     report.write_report({**results, "rows": [fk(1000, 0.01, "incremental", 4.0)]}, tmp_path)
     assert "time goes" not in (tmp_path / "report.md").read_text()
