@@ -109,8 +109,8 @@ class Statements:
             self.runs.setdefault(model, []).append((at, msg.data.sql if name == "SQLQuery" else None))
 
     def profile(self, model: str, schema: str, top: int = 10) -> dict:
-        """The model's last run: its statements' seconds, summed per label (statement_label),
-        largest first; the `top` largest, the rest as one sum."""
+        """The model's last run: its statements' seconds, summed per label (statement_label: those
+        whose first 80 characters match), largest first; the `top` largest, the rest as one sum."""
         events = self.runs.get(model, [])
         seconds: dict[str, list] = {}
         for (at, sql), (until, _) in zip(events, events[1:]):

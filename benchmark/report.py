@@ -224,7 +224,8 @@ def profile_section(rows: list, sizes: list, fractions: list) -> list[str]:
     if out:
         out = ["## Where an incremental run's time goes", "",
                "Each statement of the run timed from dbt sending it to the next one (fetching its result "
-               "included), from dbt's events; statements that begin alike are summed.", ""] + out
+               "included), from dbt's events; statements whose first 80 characters match are summed (the "
+               "highwater's pin and advance, for one).", ""] + out
     return out
 
 
