@@ -42,13 +42,14 @@ def model(dbt, session):
 """
 
 # name -> (join_type, output_key, full_recompute_above). The examples test the incremental path,
-# so the automatic fallback is off (10 = never) except in fk_left_fallback, which recomputes
-# everything on every run and must still write change-minimally.
+# so the automatic fallback is off (10 = never) except in fk_left_fallback and fk_outer_fallback,
+# which recompute everything on every run and must still write change-minimally.
 MODELS = {
     "fk_inner": ("inner", "left", 10),
     "fk_left": ("left", "left", 10),
     "fk_outer": ("outer", "combined", 10),
     "fk_left_fallback": ("left", "left", 0),
+    "fk_outer_fallback": ("outer", "combined", 0),
     "fk_outer_py": ("outer", "combined", 10),
 }
 # Models whose output MERGE never broadcasts the changes (broadcast_changes_below=0); the others

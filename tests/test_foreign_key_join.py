@@ -140,6 +140,39 @@ def test_identical_right_reput_writes_nothing(fk):
     assert fk.last_run_log("fk_inner")["affected_keys"] == 1
 
 
+def test_full_recompute_path_writes_only_the_rows_that_differ(scratch_project, spark):
+    """The full-recompute path (full_recompute_above=0: every run with a change takes it) compares
+    the recompute with the output and writes the difference: with a combined key, a foreign-key
+    move is a delete and an insert, a right row that loses (or gains) its last reference gains (or
+    loses) its row without a left key, and an identical re-put writes nothing."""
+    fk = FkJoinProject.create(scratch_project, spark, models=("fk_outer_fallback",))
+    m = "fk_outer_fallback"
+    fk.put_right(("r1", "x"), ("r2", "y"))
+    fk.put_left(("a", "1", "r1"), ("b", "2", "r1"))
+    fk.run()
+    assert fk.output(m) == {("r1", "a"): ("1", "r1", "x"), ("r1", "b"): ("2", "r1", "x"), ("r2", None): (None, None, "y")}
+    steps = [
+        (lambda: fk.put_left(("a", "1", "r2")),
+         {("r2", "a"): ("1", "r2", "y"), ("r1", "b"): ("2", "r1", "x")},
+         {("delete", ("r1", "a")), ("insert", ("r2", "a")), ("delete", ("r2", None))}),
+        (lambda: (fk.put_right(("r1", "z")), fk.delete_left("b")),
+         {("r2", "a"): ("1", "r2", "y"), ("r1", None): (None, None, "z")},
+         {("delete", ("r1", "b")), ("insert", ("r1", None))}),
+        (lambda: fk.put_left(("a", "3", "r2")),
+         {("r2", "a"): ("3", "r2", "y"), ("r1", None): (None, None, "z")},
+         {("update_postimage", ("r2", "a"))}),
+        (lambda: fk.put_right(("r2", "y")), None, set()),   # a new version, the same value
+    ]
+    for run, (change, expected, changes) in enumerate(steps, start=2):
+        before = fk.output(m)
+        change()
+        fk.run()
+        log = fk.last_run_log(m)
+        assert log["mode"] == "fallback", f"run {run}: {log['mode']}"
+        assert fk.output(m) == (before if expected is None else expected), f"run {run}"
+        assert fk.output_changes(m) == changes, f"run {run}"
+
+
 def test_left_keys_renamed_and_overwritten_within_one_commit(fk):
     """The index follows the left input's changes read from its change feed: a key's newest change
     decides, and within one commit an update's pre-image of a key yields to a post-image or insert

@@ -200,7 +200,7 @@
 
   {%- if plan.mode != 'incremental' -%}
     {#- Everything: the output re-created (or merged, for the automatic fallback), the index rebuilt. -#}
-    {%- set written, mode = incremental_joins.write_all(new_rows, cfg.key_columns, sql, columns) -%}
+    {%- set written, mode = incremental_joins.write_all(new_rows, cfg.key_columns, sql, columns, cfg.broadcast_changes_below) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {%- do incremental_joins.create_index(cfg, index, plan.left_sql, plan.left_version if plan.left_version is not none else -1) -%}
     {%- set total = plan.left_rows if plan.left_rows is not none else incremental_joins.scalar('select count(*) from (' ~ plan.left_sql ~ ') as l') -%}
