@@ -39,9 +39,8 @@
     {%- endcall -%}
     {{ return(none) }}
   {%- endif -%}
-  {%- set unchanged, assignments = [], [] -%}
+  {%- set assignments = [] -%}
   {%- for c in columns if c not in keys -%}
-    {%- do unchanged.append('t.' ~ adapter.quote(c) ~ ' <=> s.' ~ adapter.quote(c)) -%}
     {%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}
   {%- endfor -%}
   {%- call statement(name, fetch_result=true) -%}
@@ -57,7 +56,7 @@
     ) as s
     on {{ incremental_joins.keys_match(keys, 't', 's') }}
     when matched and s.__ij_delete then delete
-    {% if assignments %}when matched and not ({{ unchanged | join(' and ') }}) then update set {{ assignments | join(', ') }}{% endif %}
+    {% if assignments %}when matched and not {{ incremental_joins.same_values(columns, keys, 't', 's') }} then update set {{ assignments | join(', ') }}{% endif %}
     when not matched and not s.__ij_delete then insert ({{ incremental_joins.column_list(columns) }})
       values ({{ incremental_joins.column_list(columns, 's') }})
     {% if purge %}when not matched by source and ({{ purge }}) then delete{% endif %}
@@ -67,6 +66,14 @@
   {%- set row = counts.rows[0] if counts is not none and counts.rows | length > 0 else {} -%}
   {{ return({'inserted': (row.get('num_inserted_rows') or 0) | int, 'updated': (row.get('num_updated_rows') or 0) | int,
              'deleted': (row.get('num_deleted_rows') or 0) | int}) }}
+{% endmacro %}
+
+{#- (a.c1 <=> b.c1 and ...) over the `columns` not in `keys`: two rows of one key hold the same
+    values (null-safe); none when every column is a key. -#}
+{% macro same_values(columns, keys, a, b) %}
+  {%- set out = [] -%}
+  {%- for c in columns if c not in keys -%}{%- do out.append(a ~ '.' ~ adapter.quote(c) ~ ' <=> ' ~ b ~ '.' ~ adapter.quote(c)) -%}{%- endfor -%}
+  {{ return('(' ~ out | join(' and ') ~ ')' if out else none) }}
 {% endmacro %}
 
 {#- The stale rows of a region given by its keys (`region_keys_sql`: key columns only), for

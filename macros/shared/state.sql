@@ -241,15 +241,15 @@
     {%- do incremental_joins.create_output(new_rows, key_columns, recompute_sql) -%}
     {{ return([incremental_joins.last_write_metrics(this, -1), 'full_refresh']) }}
   {%- endif -%}
-  {%- set picked, differ = [], [] -%}
+  {%- set picked = [] -%}
   {%- for c in columns -%}
     {%- do picked.append('if(n.__ij_new, n.' ~ adapter.quote(c) ~ ', t.' ~ adapter.quote(c) ~ ') as ' ~ adapter.quote(c)) -%}
-    {%- if c not in key_columns -%}{%- do differ.append('not (n.' ~ adapter.quote(c) ~ ' <=> t.' ~ adapter.quote(c) ~ ')') -%}{%- endif -%}
   {%- endfor -%}
+  {%- set same = incremental_joins.same_values(columns, key_columns, 'n', 't') -%}
   {%- set changes = incremental_joins.stage('changes', 'select ' ~ picked | join(', ') ~ ', n.__ij_new is null as __ij_gone'
         ~ ' from (select *, true as __ij_new from (' ~ new_rows ~ ') as r) as n full outer join (select *, true as __ij_old from ' ~ this ~ ') as t'
         ~ ' on ' ~ incremental_joins.keys_match(key_columns, 'n', 't')
-        ~ ' where n.__ij_new is null or t.__ij_old is null' ~ ([''] + differ) | join(' or '), eager=true) -%}
+        ~ ' where n.__ij_new is null or t.__ij_old is null' ~ (' or not ' ~ same if same else ''), eager=true) -%}
   {%- set changed = incremental_joins.scalar('select count(*) from ' ~ changes) -%}
   {%- set rows = 'select ' ~ incremental_joins.column_list(columns) ~ ' from ' ~ changes ~ ' where ' -%}
   {{ return([incremental_joins.merge_changes(this, rows ~ 'not __ij_gone', rows ~ '__ij_gone', key_columns, columns, 'main',
