@@ -66,3 +66,13 @@ def test_hourly_counts_joined_to_the_same_hour_last_week(scratch_project, spark)
     run = spark.sql(f"select mode, versions_read from {schema}.incremental_joins_run_log "
                     "where model = 'week_over_week' order by finished_at desc limit 1").first()
     assert run.mode == "incremental"
+
+    # The upstream model edited to count per event time: a.11-10 09h is now three rows with one
+    # (key, hour). The run fails naming both key columns and their values, and writes nothing.
+    counts_model = project.path / "models" / "hourly_counts.sql"
+    counts_model.write_text(counts_model.read_text().replace("group by all", "group by key, ts"))
+    result = project.invoke("run", "--quiet", check=False)
+    message = " ".join(str(r.message) for r in result.result.results if str(r.status) == "error")
+    assert ("input" in message and "duplicate values of config 'left_key' (key, hour): "
+            "key=a, hour=2026-11-10 09:00:00 (3 rows)" in message), message
+    assert week_over_week(spark, schema)[("a", "11-17 09")] == (1, 3)

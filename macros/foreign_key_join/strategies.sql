@@ -123,8 +123,7 @@
     {%- if region.mode != 'fallback' -%}{{ return(region) }}{%- endif -%}
     {%- set full_reason, left_rows = region.fallback_reason, region.left_rows -%}
   {%- endif -%}
-  {%- do incremental_joins.assert_unique_keys(inputs.left, cfg.left_key, left_now, 'left_key') -%}
-  {%- do incremental_joins.assert_unique_keys(inputs.right, cfg.right_key, right_now, 'right_key') -%}
+  {%- do incremental_joins.assert_unique_keys([(inputs.left, cfg.left_key, left_now, 'left_key'), (inputs.right, cfg.right_key, right_now, 'right_key')]) -%}
   {{ return({'mode': 'full', 'fallback_reason': full_reason, 'left_version': versions[inputs.left],
              'left_sql': left_now, 'right_sql': right_now, 'left_rows': left_rows}) }}
 {% endmacro %}
@@ -167,7 +166,7 @@
   {#- Staged: the body, the unique-key check and the index update all read these rows. -#}
   {%- set left_stage = incremental_joins.stage('left_rows', incremental_joins.rows_of_keys(left_now, affected, lk)) -%}
   {%- set left_rows_now = 'select * from ' ~ left_stage -%}
-  {%- do incremental_joins.assert_unique_keys(L, lk, left_rows_now, 'left_key') -%}
+  {%- set unique_checks = [(L, lk, left_rows_now, 'left_key')] -%}
   {%- set right_keys = ['select ' ~ incremental_joins.fk_columns(cfg) | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, left_rows_now) ~ ') as f'] -%}
   {%- set affected_right = none -%}
   {%- if cfg.join_type == 'outer' -%}
@@ -176,8 +175,9 @@
   {%- endif -%}
   {%- set right_rows_now = 'select __y.* from (' ~ right_now ~ ') as __y left semi join (' ~ right_keys | join(' union all ') ~ ') as __rk on ' ~ incremental_joins.fk_matches(cfg, '__rk', '__y') -%}
   {%- if right_changed -%}
-    {%- do incremental_joins.assert_unique_keys(R, cfg.right_key, incremental_joins.rows_of_keys(right_now, changed_right, cfg.right_key), 'right_key') -%}
+    {%- do unique_checks.append((R, cfg.right_key, incremental_joins.rows_of_keys(right_now, changed_right, cfg.right_key), 'right_key')) -%}
   {%- endif -%}
+  {%- do incremental_joins.assert_unique_keys(unique_checks) -%}
   {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now, 'left_version': versions[L],
              'left_rows': left_rows, 'index_entries': counts[5] + counts[1],
              'affected': affected, 'affected_right': affected_right, 'changed_left': changed_left,

@@ -171,22 +171,33 @@
   {{ return('select distinct ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ incremental_joins.table_change_rows(name, plan, from_version, to_version) ~ ') as changed') }}
 {% endmacro %}
 
-{#- Fails, before anything is written, when an input meant to have a unique key has duplicates
-    among `rows_sql` (the changed rows, or the whole table on a full recompute). -#}
-{% macro assert_unique_keys(name, keys, rows_sql, config_key) %}
-  {%- set dupes = run_query('select ' ~ incremental_joins.column_list(keys) ~ ', count(*) as n from (' ~ rows_sql ~ ') as r group by all having count(*) > 1 limit 3') -%}
-  {%- if dupes.rows | length > 0 -%}
+{#- Fails, before anything is written, when an input meant to have a unique key has duplicates.
+    `checks`: (input name, key columns, rows_sql, config key) each — the changed rows, or the
+    whole table on a full recompute. One statement for all (see one_row: the checks' scans run side
+    by side); the first check with duplicates fails, naming up to three of its keys. -#}
+{% macro assert_unique_keys(checks) %}
+  {%- set parts = [] -%}
+  {%- for name, keys, rows_sql, config_key in checks -%}
+    {%- set shown = [] -%}
+    {%- for k in keys -%}{%- do shown.append('cast(' ~ adapter.quote(k) ~ ' as string)') -%}{%- endfor -%}
+    {%- do parts.append('select to_json(collect_list(array(' ~ shown | join(', ') ~ ', __ij_n))) from (select '
+          ~ incremental_joins.column_list(keys) ~ ', cast(count(*) as string) as __ij_n from (' ~ rows_sql ~ ') as r group by all having count(*) > 1 limit 3) as d') -%}
+  {%- endfor -%}
+  {%- set row = run_query(incremental_joins.one_row(parts)).rows[0] -%}
+  {%- for name, keys, rows_sql, config_key in checks -%}
     {%- set samples = [] -%}
-    {%- for row in dupes.rows -%}
-      {%- set parts = [] -%}
-      {%- for k in keys -%}{%- do parts.append(k ~ '=' ~ row[loop.index0]) -%}{%- endfor -%}
-      {%- do samples.append(parts | join(', ') ~ ' (' ~ row[keys | length] ~ ' rows)') -%}
+    {%- for values in fromjson(row[loop.index0]) -%}
+      {%- set shown = [] -%}
+      {%- for k in keys -%}{%- do shown.append(k ~ '=' ~ ('null' if values[loop.index0] is none else values[loop.index0])) -%}{%- endfor -%}
+      {%- do samples.append(shown | join(', ') ~ ' (' ~ values[-1] ~ ' rows)') -%}
     {%- endfor -%}
-    {%- set msg -%}
+    {%- if samples -%}
+      {%- set msg -%}
 {{ model.name }}: input {{ name }} has duplicate values of config '{{ config_key }}' ({{ keys | join(', ') }}): {{ samples | join('; ') }}. A table input needs one row per key: deduplicate it upstream (e.g. with changelog_table or deduplicate), or set '{{ config_key }}' to the columns that are unique. Nothing was written.
-    {%- endset -%}
-    {{ exceptions.raise_compiler_error(msg) }}
-  {%- endif -%}
+      {%- endset -%}
+      {{ exceptions.raise_compiler_error(msg) }}
+    {%- endif -%}
+  {%- endfor -%}
 {% endmacro %}
 
 {#- A check for checked_counts: rows of `relation` matching `where` must not exist. The error:
