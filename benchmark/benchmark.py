@@ -14,8 +14,9 @@ rebuild before its timing is reported: a wrong result stops the benchmark.
 Timings are dbt's execution time of the model (what `dbt run` reports; parsing excluded), or
 the wall time of the Spark job for the methods that are not dbt models (the MERGE floor,
 Structured Streaming). Rows rewritten come from Delta's operation metrics of the commits the
-run made (DESCRIBE HISTORY). Each operator's incremental run is profiled statement by statement
-from dbt's events (Statements), for the report's "where the time goes".
+run made (DESCRIBE HISTORY). Each operator's incremental run, and foreign_key_join's
+full-recompute path, is profiled statement by statement from dbt's events (Statements), for the
+report's "where the time goes".
 """
 
 from __future__ import annotations
@@ -364,7 +365,7 @@ def fk_round(b: Bench, project, size: int, fraction: float, changes: dict) -> No
     fb_s, fb_mem = b.timed(lambda: b.dbt(project, "fk_fallback"))
     b.record(**common, method="full-recompute path", seconds=fb_s, peak_mb=fb_mem, rows_changed=changed,
              rows_written=b.written_since(["fk_fallback"], before).get("fk_fallback", 0),
-             wrong_rows=b.same_rows(b.t("fk_fallback"), b.t("fk_full"), cols), **changes)
+             wrong_rows=b.same_rows(b.t("fk_fallback"), b.t("fk_full"), cols), profile=b.profile("fk_fallback"), **changes)
 
     naive_s, naive_mem = b.timed(lambda: b.dbt(project, "fk_naive"))
     b.record(**common, method="naive dbt incremental", seconds=naive_s, peak_mb=naive_mem, rows_changed=changed,

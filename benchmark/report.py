@@ -205,13 +205,15 @@ def crossover_lines(rows: list, sizes: list, fractions: list) -> list[str]:
 
 
 def profile_section(rows: list, sizes: list, fractions: list) -> list[str]:
-    """Where each operator's incremental run spends its time, per size, in the 1% round (or the
-    smallest fraction measured): its statements, largest first (benchmark.Statements)."""
+    """Where each operator's incremental run (and foreign_key_join's full-recompute path) spends its
+    time, per size, in the 1% round (or the smallest fraction measured): its statements, largest
+    first (benchmark.Statements)."""
     fraction = 0.01 if 0.01 in fractions else min(fractions)
     out = []
-    for operator in ("foreign_key_join", "deduplicate", "stream_table_join"):
+    runs = [(op, "incremental") for op in ("foreign_key_join", "deduplicate", "stream_table_join")]
+    for operator, method in runs + [("foreign_key_join", "full-recompute path")]:
         for size in sizes:
-            row = find(rows, operator=operator, size=size, fraction=fraction, method="incremental")
+            row = find(rows, operator=operator, size=size, fraction=fraction, method=method)
             p = (row or {}).get("profile")
             if not p:
                 continue
@@ -219,7 +221,8 @@ def profile_section(rows: list, sizes: list, fractions: list) -> list[str]:
             lines = [[f"{s:.2f}", share(s), n, "`` " + text.replace("|", "\\|") + " ``"] for text, s, n in p["top"]]
             if p["rest"][1]:
                 lines.append([f"{p['rest'][0]:.2f}", share(p["rest"][0]), p["rest"][1], "the other statements"])
-            out += [f"### {operator}, {label(size)}, {pct(fraction)} ({p['seconds']:.1f} s in {p['statements']} statements)", ""]
+            what = operator if method == "incremental" else f"{operator}, {method}"
+            out += [f"### {what}, {label(size)}, {pct(fraction)} ({p['seconds']:.1f} s in {p['statements']} statements)", ""]
             out += table(["s", "share", "statements", "statement (first 80 characters)"], lines) + [""]
     if out:
         out = ["## Where an incremental run's time goes", "",

@@ -203,12 +203,19 @@ def test_each_statement_is_timed_to_the_next_one_of_its_model():
 def test_the_report_shows_where_the_run_went(tmp_path):
     profile = {"statements": 4, "seconds": 4.0, "top": [["merge into m as t using x", 2.5, 1], ["select a | b", 1.0, 2]],
                "rest": [0.5, 1]}
+    fallback = {"statements": 2, "seconds": 6.0, "top": [["merge into m as t using d", 5.0, 1], ["select c", 1.0, 1]],
+                "rest": [0.0, 0]}
     rows = [fk(1000, 0.01, "incremental", 4.0, profile=profile), fk(1000, 0.1, "incremental", 9.0),
-            fk(1000, 0.01, "full rebuild", 8.0)]
+            fk(1000, 0.01, "full rebuild", 8.0), fk(1000, 0.01, "full-recompute path", 6.0, profile=fallback)]
     results = results_of(rows, [0.01, 0.1])
     report.write_report(results, tmp_path)
     text = (tmp_path / "report.md").read_text()
     assert "### foreign_key_join, 1k, 1% (4.0 s in 4 statements)" in text
+    # foreign_key_join's full-recompute path has its own profile, after the incremental runs'.
+    path = text.index("### foreign_key_join, full-recompute path, 1k, 1% (6.0 s in 2 statements)")
+    assert path > text.index("### foreign_key_join, 1k, 1%")
+    assert "| 5.00 | 83% | 1 | `` merge into m as t using d `` |" in text[path:]
+    assert "the other statements" not in text[path:]
     # Shares of the run's 4.0 s; a pipe inside a statement escaped for the table.
     assert "| 2.50 | 62% | 1 | `` merge into m as t using x `` |" in text
     assert "| 1.00 | 25% | 2 | `` select a \\| b `` |" in text
