@@ -3,15 +3,16 @@ more, instead of holding the whole run until CI's time limit.
 
 Under pytest-xdist (tests/run.sh), each worker starts a timer with every test; a test still running
 after `INCREMENTAL_JOINS_TEST_HANG_MINUTES` (default 30; the longest test takes ~10 in session mode
-on a fast machine of this kind and 15.4 on a slow one, 2026-11-30) is taken to hang. The worker then writes what every thread was doing — its Python threads, and
-`jcmd Thread.print` of every JVM it started (the embedded Spark session) or the suite runs against
-(thrift mode's cluster) — to `.pytest_hangs/` under the rootdir and exits. pytest-xdist replaces
-the worker and hands the rest of its tests, the stopped one included, to the workers (its
-`loadgroup` scheduler puts a dead worker's unfinished tests back in the queue). A test stopped for
-hanging is reported as a rerun; a second hang, or any other worker that dies, fails, and tests/run.sh
-passes `--max-worker-restart 1`, so that also ends the run. Every dump is printed in the run's
-summary. (Seen once, 2026-11-27: a CI run whose three longest tests, queued on one worker, had not
-ended after 60 more minutes, when CI's 90-minute limit stopped it; what hung was not recorded.)
+on a fast machine of this kind and 15.4 on a slow one, 2026-11-30) is taken to hang. The worker then
+writes what every thread was doing — its Python threads, and `jcmd Thread.print` of every JVM it
+started (the embedded Spark session) or the suite runs against (thrift mode's cluster) — to
+`.pytest_hangs/` under the rootdir and exits. pytest-xdist replaces the worker and hands the rest of
+its tests, the stopped one included, to the workers (its `loadgroup` scheduler puts a dead worker's
+unfinished tests back in the queue). A test stopped for hanging is reported as a rerun; a second
+hang, or any other worker that dies, fails, and tests/run.sh passes `--max-worker-restart 1`, so
+that also ends the run. Every dump is printed in the run's summary. (Seen once, 2026-11-27: a CI run
+whose three longest tests, queued on one worker, had not ended after 60 more minutes, when CI's
+90-minute limit stopped it; what hung was not recorded.)
 """
 
 from __future__ import annotations
