@@ -68,6 +68,31 @@ def tblproperties(spark, relation: str) -> dict[str, str]:
     return {r.key: r.value for r in spark.sql(f"show tblproperties {relation}").collect()}
 
 
+def merge_metrics(spark, relation: str) -> dict[str, int]:
+    """The operation metrics of the relation's newest commit, which must be a MERGE (a run's)."""
+    last = spark.sql(f"describe history {relation} limit 1").first()
+    assert last.operation == "MERGE", last.operation
+    return {k: int(v) for k, v in last.operationMetrics.items()}
+
+
+@contextmanager
+def files_hidden(spark, relation: str, where: str) -> Iterator[int]:
+    """The data files of `relation` that hold a row `where` selects, moved aside for the block and
+    back after it: a statement that reads one of them fails (file not found), so a run inside the
+    block that succeeds read none of them. Yields how many were hidden. (Delta's MERGE metrics
+    here carry no count of the files it skipped.)"""
+    paths = [r.p for r in spark.sql(f"select distinct _metadata.file_path as p from {relation} where {where}").collect()]
+    local = [p.removeprefix("file:") for p in paths]
+    assert local and all(os.path.isfile(p) for p in local), paths
+    for p in local:
+        os.rename(p, p + ".hidden")
+    try:
+        yield len(local)
+    finally:
+        for p in local:
+            os.rename(p + ".hidden", p)
+
+
 def sql_literal(value: Any) -> str:
     """A Spark SQL literal of `value`: backslashes are escapes in Spark's string literals."""
     return "null" if value is None else "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import random
 import time
+from contextlib import ExitStack
 
 import pytest
 
 import reference
 from changelog_harness import MODELS, ChangelogProject
-from fk_join_harness import CRASH_STEPS, error_of, failing_at
+from fk_join_harness import CRASH_STEPS, error_of, failing_at, files_hidden, merge_metrics
 
 
 @pytest.fixture
@@ -225,3 +226,26 @@ def test_expired_tombstones_are_purged_and_stop_blocking_older_events(scratch_pr
     cl.append(("1", "ann-late", "u", 3, 4))     # older than the purged delete: applied as new
     cl.run()
     assert cl.output() == {"1": ("ann-late", 3), "2": ("bobby", 2)}
+
+
+def test_events_of_recent_keys_leave_the_older_output_files_unread(cl):
+    """The output MERGE is bounded by the run's keys' least and greatest value as literals (Delta
+    prunes a MERGE's target files by nothing else): events for keys a recent run inserted read
+    only the output files that hold them — the run succeeds with the older files moved aside. A
+    delete among them goes too."""
+    cl.append(*[(f"a{i:03}", f"n{i}", "c", 1, i) for i in range(100)])
+    cl.run()
+    cl.append(*[(f"b{i:03}", f"n{i}", "c", 1, 100 + i) for i in range(10)])
+    cl.run()        # the new keys, inserted into files of their own
+    cl.append(("b003", "renamed", "u", 2, 200), ("b007", None, "d", 2, 201))
+    with ExitStack() as hidden:
+        for m in ("customers", "customers_dbz"):
+            hidden.enter_context(files_hidden(cl.spark, f"{cl.schema}.{m}", "id < 'b'"))
+        cl.run()
+    expected = {**{f"a{i:03}": (f"n{i}", 1) for i in range(100)}, **{f"b{i:03}": (f"n{i}", 1) for i in range(10)}}
+    expected["b003"] = ("renamed", 2)
+    del expected["b007"]
+    for m in ("customers", "customers_dbz"):
+        assert cl.output(m) == expected, m
+        metrics = merge_metrics(cl.spark, f"{cl.schema}.{m}")
+        assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"], metrics["numTargetRowsInserted"]) == (1, 1, 0), (m, metrics)

@@ -7,11 +7,12 @@ applied to them since the previous run, as in SPEC's worked example (one run per
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 
 import pytest
 
 from conftest import THRIFT
-from fk_join_harness import FkJoinProject, runnable_models, sql_literal
+from fk_join_harness import FkJoinProject, files_hidden, merge_metrics, runnable_models, sources_yml, sql_literal
 
 OUTER_BODIES = runnable_models(("fk_outer", "fk_outer_py"))
 
@@ -294,3 +295,78 @@ def test_highwater_read_from_its_newest_commit_and_from_its_rows_when_that_carri
     assert fk.last_run_log("fk_inner")["mode"] == "incremental"
     state, count = newest_highwater_rows(fk, "fk_inner")
     assert highwater_note(fk, "fk_inner") == {"state": state, "rows": count}
+
+
+def test_a_change_to_recent_keys_leaves_the_older_output_files_unread(fk):
+    """Delta prunes a MERGE's target files by literal predicates only, never by the join with its
+    source: the run bounds the output MERGE and its read of the left rows by the affected keys'
+    least and greatest value, so a change to the keys a recent run inserted reads only the files
+    that hold them — the run succeeds with the first build's files of the output and of the left
+    input moved aside."""
+    fk.put_right(("r1", "x"), ("r2", "y"))
+    fk.put_left(*[(f"a{i:03}", str(i), "r1") for i in range(200)])
+    fk.run()
+    fk.put_left(*[(f"b{i:03}", str(i), "r2") for i in range(10)])
+    fk.run()        # the new keys, inserted into files of their own
+    fk.put_left(("b005", "changed", "r1"))
+    with ExitStack() as hidden:
+        for relation in (f"{fk.schema}.fk_inner", f"{fk.schema}.fk_left", f"{fk.schema}.lhs"):
+            hidden.enter_context(files_hidden(fk.spark, relation, "k < 'b'"))
+        fk.run()
+    expected = {**{f"a{i:03}": (str(i), "r1", "x") for i in range(200)},
+                **{f"b{i:03}": (str(i), "r2", "y") for i in range(10)}, "b005": ("changed", "r1", "x")}
+    for model in ("fk_inner", "fk_left"):
+        assert fk.output(model) == expected, model
+        m = merge_metrics(fk.spark, f"{fk.schema}.{model}")
+        assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (1, 0), model
+
+
+TYPED_KEYS_MODEL = """
+{{ config(materialized='foreign_key_join', join_type='left', foreign_key='fk', right_key='rk',
+          left_key=['i', 'sm', 'b', 'd', 'dt', 'ts', 'ntz', 's'], full_recompute_above=10) }}
+select {{ incremental_joins.output_key() }}, l.v, r.rv
+from {{ incremental_joins.join(source('t', 'typed'), source('t', 'rhs')) }}
+"""
+
+# Two rows whose key columns are each other's extremes, and one between them: negative and
+# positive integers and decimals, dates and timestamps before and after 1970 with microseconds,
+# strings with a quote and a backslash.
+TYPED_ROWS = [
+    ("-5", "-300", "-9000000000", "-12.34", "1969-12-31", "1969-12-31 23:59:59.999999", "1969-07-20 20:17:40.000001", "it's"),
+    ("0", "1", "42", "0.50", "2000-02-29", "2000-02-29 12:00:00", "2000-02-29 12:00:00", "m"),
+    ("7", "300", "9000000000", "99.99", "2026-11-30", "2026-11-01 01:30:00.000001", "2026-11-01 01:30:00.5", "back\\slash"),
+]
+FAR_ROW = ("1000", "1000", "9000000001", "100.00", "2027-01-01", "2027-01-01 00:00:00", "2027-01-01 00:00:00", "zzz")
+TYPED_COLUMNS = ("i int, sm smallint, b bigint, d decimal(10,2), dt date, ts timestamp, ntz timestamp_ntz, "
+                 "s string, v string, fk string")
+
+
+def test_key_ranges_of_every_bounded_type_keep_their_extremes(scratch_project, spark):
+    """The MERGE's key range is written as literals of each key column's type: a bound off by a
+    microsecond, a cent or an escape would leave the extreme row outside it, unmatched, and the
+    run would insert it a second time. Both extreme rows change; each must be updated in place,
+    and the range must still leave out the file of a row beyond it."""
+    project = scratch_project({"models/sources.yml": sources_yml("typed", "rhs"), "models/typed_keys.sql": TYPED_KEYS_MODEL})
+    schema = project.schema
+    spark.sql(f"create or replace table {schema}.typed ({TYPED_COLUMNS}) using delta")
+    spark.sql(f"create or replace table {schema}.rhs (rk string, rv string) using delta")
+    spark.sql(f"insert into {schema}.rhs values ('r1', 'x')")
+
+    def put(rows, v):
+        values = ", ".join(
+            f"({i}, {sm}, {b}, {d}BD, date'{dt}', timestamp'{ts}', timestamp_ntz'{ntz}', {sql_literal(s)}, '{v}', 'r1')"
+            for i, sm, b, d, dt, ts, ntz, s in rows)
+        spark.sql(f"insert into {schema}.typed values {values}")
+
+    put(TYPED_ROWS, "old")
+    project.invoke("run", "--quiet")
+    put([FAR_ROW], "far")       # inserted by the next run into an output file of its own
+    project.invoke("run", "--quiet")
+    spark.sql(f"delete from {schema}.typed where i in (-5, 7)")
+    put([TYPED_ROWS[0], TYPED_ROWS[2]], "new")
+    with files_hidden(spark, f"{schema}.typed_keys", "i = 1000"):    # outside the range: never read
+        project.invoke("run", "--quiet")
+    out = spark.sql(f"select i, v, rv from {schema}.typed_keys").collect()
+    assert sorted((r.i, r.v, r.rv) for r in out) == [(-5, "new", "x"), (0, "old", "x"), (7, "new", "x"), (1000, "far", "x")]
+    m = merge_metrics(spark, f"{schema}.typed_keys")
+    assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"], m["numTargetRowsDeleted"]) == (2, 0, 0), m

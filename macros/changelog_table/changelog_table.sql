@@ -130,17 +130,22 @@
   {%- set state_columns = keys + ['__ij_seq', '__ij_commit', '__ij_order', '__ij_commit_ts', '__ij_deleted'] -%}
   {%- set newest_sql = incremental_joins.newest_events_sql(keys, events['values'], events.relation) -%}
   {%- set newest = incremental_joins.stage('newest', newest_sql) -%}
-  {%- set counts = run_query(incremental_joins.one_row(['select count(*) from ' ~ events.relation, 'select count(*) from ' ~ newest])).rows[0] -%}
+  {%- set key_schema = incremental_joins.query_schema('select ' ~ key_list ~ ' from ' ~ newest) -%}
+  {%- set counts = run_query(incremental_joins.one_row(['select count(*) from ' ~ events.relation, 'select count(*), ' ~ incremental_joins.key_range_sql(key_schema) ~ ' from ' ~ newest])).rows[0] -%}
   {%- set output_sql = 'select ' ~ key_list ~ (', ' ~ value_list if events['values'] else '') ~ ' from ' -%}
   {%- set state_sql = 'select ' ~ key_list ~ ", __ij_seq, __ij_commit, __ij_order, __ij_commit_ts, __ij_kind = 'delete' as __ij_deleted from " -%}
   {%- set expired = "__ij_kind = 'delete' and __ij_commit_ts < " ~ cutoff -%}
 
   {%- if full_reason is none -%}
     {%- set newer = "s.__ij_seq is null or n.__ij_seq > s.__ij_seq or (n.__ij_seq = s.__ij_seq and (n.__ij_commit > s.__ij_commit or (n.__ij_commit = s.__ij_commit and n.__ij_order > s.__ij_order)))" -%}
-    {%- set applied = incremental_joins.stage('applied', 'select n.* from ' ~ newest ~ ' as n left join ' ~ sequences ~ ' as s on ' ~ incremental_joins.keys_match(keys, 'n', 's') ~ ' where ' ~ newer) -%}
+    {#- The run's keys' range, as literals, lets Delta skip the files of the sequences and of
+        the output that hold none of them (key_range). -#}
+    {%- set bounds = incremental_joins.key_range(key_schema, counts[2], 't') -%}
+    {%- set in_range = ' where ' ~ bounds if bounds else '' -%}
+    {%- set applied = incremental_joins.stage('applied', 'select n.* from ' ~ newest ~ ' as n left join (select * from ' ~ sequences ~ ' as t' ~ in_range ~ ') as s on ' ~ incremental_joins.keys_match(keys, 'n', 's') ~ ' where ' ~ newer) -%}
     {%- set written = incremental_joins.merge_changes(this, output_sql ~ applied ~ " where __ij_kind = 'upsert'",
-          'select t.* from ' ~ this ~ ' as t left semi join (select * from ' ~ applied ~ " where __ij_kind = 'delete') as d on " ~ incremental_joins.keys_match(keys, 't', 'd'),
-          keys, keys + events['values'], 'main') -%}
+          'select t.* from ' ~ this ~ ' as t left semi join (select * from ' ~ applied ~ " where __ij_kind = 'delete') as d on " ~ incremental_joins.keys_match(keys, 't', 'd') ~ in_range,
+          keys, keys + events['values'], 'main', target_range=bounds) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {#- Tombstones past retention go in the same MERGE: those of keys without events in this run
         (the others take their new state). -#}

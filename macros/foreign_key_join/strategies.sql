@@ -151,11 +151,12 @@
     {%- do parts.append('select ' ~ incremental_joins.column_list(lk) ~ ', false as left_change, true as fan_out from (' ~ incremental_joins.current_index_entries(cfg, index, changed_right, 'fan_out_entries') ~ ') as i') -%}
   {%- endif -%}
   {%- set affected = incremental_joins.stage('affected_left', 'select ' ~ incremental_joins.column_list(lk) ~ ', max(left_change) as left_change, max(fan_out) as fan_out from (' ~ parts | join(' union all ') ~ ') as a group by all') -%}
-  {#- One statement: affected keys, of them changed left rows and fan-out only; changed right
-      rows; left rows now. -#}
-  {%- set counts = run_query(incremental_joins.one_row(['select count(*), coalesce(sum(cast(left_change as int)), 0), coalesce(sum(cast(fan_out and not left_change as int)), 0) from ' ~ affected,
+  {%- set key_schema = incremental_joins.query_schema('select ' ~ incremental_joins.column_list(lk) ~ ' from ' ~ affected) -%}
+  {#- One statement: affected keys, of them changed left rows and fan-out only, their key range;
+      changed right rows; left rows now. -#}
+  {%- set counts = run_query(incremental_joins.one_row(['select count(*), coalesce(sum(cast(left_change as int)), 0), coalesce(sum(cast(fan_out and not left_change as int)), 0), ' ~ incremental_joins.key_range_sql(key_schema) ~ ' from ' ~ affected,
         'select count(*) from ' ~ changed_right if right_changed else 'select 0', 'select count(*) from (' ~ left_now ~ ') as l', 'select count(*) from ' ~ index])).rows[0] -%}
-  {%- set right_rows_read, left_rows = counts[3], counts[4] -%}
+  {%- set right_rows_read, left_rows = counts[4], counts[5] -%}
 
   {#- Too large a change: recompute everything (still change-minimal), and say why. -#}
   {%- if counts[0] > cfg.full_recompute_above * left_rows and counts[0] > 0 -%}
@@ -163,8 +164,10 @@
                'fallback_reason': counts[0] ~ ' of ' ~ left_rows ~ ' left rows affected, above full_recompute_above=' ~ cfg.full_recompute_above}) }}
   {%- endif -%}
 
-  {#- Staged: the body, the unique-key check and the index update all read these rows. -#}
-  {%- set left_stage = incremental_joins.stage('left_rows', incremental_joins.rows_of_keys(left_now, affected, lk)) -%}
+  {#- Staged: the body, the unique-key check and the index update all read these rows. The
+      affected keys' range, as literals, lets Delta skip the left input's files outside it. -#}
+  {%- set left_range = incremental_joins.key_range(key_schema, counts[3], '__l') -%}
+  {%- set left_stage = incremental_joins.stage('left_rows', incremental_joins.rows_of_keys('select * from (' ~ left_now ~ ') as __l' ~ (' where ' ~ left_range if left_range else ''), affected, lk)) -%}
   {%- set left_rows_now = 'select * from ' ~ left_stage -%}
   {%- set unique_checks = [(L, lk, left_rows_now, 'left_key')] -%}
   {%- set right_keys = ['select ' ~ incremental_joins.fk_columns(cfg) | join(', ') ~ ' from (' ~ incremental_joins.fk_index_rows(cfg, left_rows_now) ~ ') as f'] -%}
@@ -179,7 +182,8 @@
   {%- endif -%}
   {%- do incremental_joins.assert_unique_keys(unique_checks) -%}
   {{ return({'mode': 'incremental', 'left_sql': left_rows_now, 'right_sql': right_rows_now, 'left_version': versions[L],
-             'left_rows': left_rows, 'index_entries': counts[5] + counts[1],
+             'left_rows': left_rows, 'index_entries': counts[6] + counts[1],
+             'output_range': incremental_joins.key_range(key_schema, counts[3], 't', nullable=cfg.join_type == 'outer'),
              'affected': affected, 'affected_right': affected_right, 'changed_left': changed_left,
              'rows_read': counts[1] + right_rows_read, 'affected_keys': counts[0], 'fan_out': counts[2]}) }}
 {% endmacro %}
@@ -208,7 +212,7 @@
   {%- else -%}
     {#- The affected region: its output rows that must go are those not recomputed. -#}
     {%- set staged = incremental_joins.stage('new_rows', new_rows) -%}
-    {%- set region = 'select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected ~ ' as k on ' ~ incremental_joins.keys_match(cfg.left_key, 't', 'k') -%}
+    {%- set region = 'select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected ~ ' as k on ' ~ incremental_joins.keys_match(cfg.left_key, 't', 'k') ~ (' where ' ~ plan.output_range if plan.output_range else '') -%}
     {%- if plan.affected_right is not none -%}
       {%- set no_left = [] -%}
       {%- for c in cfg.left_key -%}{%- do no_left.append('t.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
@@ -221,9 +225,10 @@
       {%- set stale = 'select g.* from (' ~ region ~ ') as g left anti join ' ~ staged ~ ' as n on ' ~ incremental_joins.keys_match(cfg.key_columns, 'g', 'n') -%}
     {%- endif -%}
     {#- The changes are broadcast into the MERGE up to broadcast_changes_below affected keys
-        (10M output rows, 1% changed: the MERGE 21.4-22.0 s -> 16.8-18.0 s). -#}
+        (10M output rows, 1% changed: the MERGE 21.4-22.0 s -> 16.8-18.0 s); the affected keys'
+        range lets Delta skip the output files outside it (key_range). -#}
     {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, columns, 'main',
-                                                      broadcast=plan.affected_keys <= cfg.broadcast_changes_below) -%}
+                                                      broadcast=plan.affected_keys <= cfg.broadcast_changes_below, target_range=plan.output_range) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {#- The CombinedKey index follows the changed left rows (a subset of the affected ones): their
         staged entries, appended. The stages that read the index (the fan-out's) are dropped

@@ -24,7 +24,7 @@
     change written as one `insert overwrite` of the target's rows whose key is in neither the new
     nor the stale rows and that `purge` does not delete, plus the new rows, by column name. Not change-minimal
     (every row is rewritten), so never for an output; returns none instead of counts. -#}
-{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none, replace=false) %}
+{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none, replace=false, target_range=none) %}
   {%- set name = statement_name or 'merge_' ~ target.identifier -%}
   {%- if replace -%}
     {%- set named = ['select ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ new_rows_sql ~ ') as n'] -%}
@@ -54,7 +54,7 @@
       {%- endif %}
       ) as c
     ) as s
-    on {{ incremental_joins.keys_match(keys, 't', 's') }}
+    on {{ incremental_joins.keys_match(keys, 't', 's') }}{% if target_range %} and {{ target_range }}{% endif %}
     when matched and s.__ij_delete then delete
     {% if assignments %}when matched and not {{ incremental_joins.same_values(columns, keys, 't', 's') }} then update set {{ assignments | join(', ') }}{% endif %}
     when not matched and not s.__ij_delete then insert ({{ incremental_joins.column_list(columns) }})
@@ -66,6 +66,68 @@
   {%- set row = counts.rows[0] if counts is not none and counts.rows | length > 0 else {} -%}
   {{ return({'inserted': (row.get('num_inserted_rows') or 0) | int, 'updated': (row.get('num_updated_rows') or 0) | int,
              'deleted': (row.get('num_deleted_rows') or 0) | int}) }}
+{% endmacro %}
+
+{#- Literal bounds of a set of keys, so that Delta skips by their statistics the files of a
+    table that hold none of them: Delta prunes a MERGE's target, and a scan, by predicates on
+    literals only, never by a join's keys. When the keys a run touches are close together (the
+    newest orders, the rows inserted by the last runs), a MERGE then rewrites and reads the few
+    files that hold them instead of every file of the output.
+
+    key_range_sql(schema): an aggregate over the keys' relation, one JSON text holding each
+    bounded key column's least and greatest value and whether a null is among them. `schema`:
+    [name, Spark SQL type] of the key columns. Bounded are the types whose order Delta's
+    statistics keep as Spark compares them (integers, decimals, plain strings, dates, timestamps);
+    other key columns are left unbounded.
+    key_range(schema, json, alias, nullable): the condition that every key of the set satisfies,
+    on the key columns of `alias`, as literals — and a null key, with `nullable`; none when
+    nothing is bounded. -#}
+{% macro key_range_sql(schema) %}
+  {%- set parts = [] -%}
+  {%- for name, type in schema if incremental_joins.literal_prefix(type) is not none -%}
+    {%- set c = adapter.quote(name) -%}
+    {%- set v = 'unix_micros(' ~ c ~ ')' if type == 'timestamp' else c -%}
+    {%- do parts.append("named_struct('lo', cast(min(" ~ v ~ ") as string), 'hi', cast(max(" ~ v ~ ") as string), 'nulls', count(*) > count(" ~ c ~ "))") -%}
+  {%- endfor -%}
+  {{ return('to_json(array(' ~ parts | join(', ') ~ '))') }}
+{% endmacro %}
+
+{% macro key_range(schema, json, alias, nullable=false) %}
+  {%- set bounded = [] -%}
+  {%- for name, type in schema if incremental_joins.literal_prefix(type) is not none -%}{%- do bounded.append([name, type]) -%}{%- endfor -%}
+  {%- set ranges = fromjson(json) -%}
+  {%- set out = [] -%}
+  {%- for name, type in bounded -%}
+    {%- set r = ranges[loop.index0] -%}
+    {%- set c = alias ~ '.' ~ adapter.quote(name) -%}
+    {%- set parts = [] -%}
+    {%- if r.lo is not none -%}
+      {%- do parts.append(c ~ ' between ' ~ incremental_joins.typed_literal(r.lo, type) ~ ' and ' ~ incremental_joins.typed_literal(r.hi, type)) -%}
+    {%- endif -%}
+    {%- if r.nulls or nullable -%}{%- do parts.append(c ~ ' is null') -%}{%- endif -%}
+    {%- if r.lo is not none or r.nulls -%}{%- do out.append('(' ~ parts | join(' or ') ~ ')') -%}{%- endif -%}
+  {%- endfor -%}
+  {{ return(out | join(' and ') if out else none) }}
+{% endmacro %}
+
+{#- The literal syntax of a value of `type` (a Literal node in Spark's plan, which Delta's
+    skipping needs: a cast of a string is not one), as prefix and suffix; none for a type
+    key_range leaves unbounded. Timestamps travel as microseconds since the epoch and are written
+    in UTC, so that no time zone's daylight-saving overlap can shift them. -#}
+{% macro literal_prefix(type) %}
+  {%- set affixes = {'tinyint': ['', 'Y'], 'smallint': ['', 'S'], 'int': ['', ''], 'bigint': ['', 'L'], 'string': ['', ''],
+                     'date': ["date'", "'"], 'timestamp': ["timestamp'", "Z'"], 'timestamp_ntz': ["timestamp_ntz'", "'"]} -%}
+  {%- if type in affixes -%}{{ return(affixes[type]) }}{%- endif -%}
+  {{ return(['', 'BD'] if modules.re.fullmatch('decimal\\(\\d+,\\d+\\)', type) else none) }}
+{% endmacro %}
+
+{% macro typed_literal(value, type) %}
+  {%- set prefix, suffix = incremental_joins.literal_prefix(type) -%}
+  {%- if type == 'string' -%}{{ return(incremental_joins.string_literal(value)) }}{%- endif -%}
+  {%- if type == 'timestamp' -%}
+    {%- set value = (modules.datetime.datetime(1970, 1, 1) + modules.datetime.timedelta(microseconds=value | int)).isoformat(' ') -%}
+  {%- endif -%}
+  {{ return(prefix ~ value ~ suffix) }}
 {% endmacro %}
 
 {#- (a.c1 <=> b.c1 and ...) over the `columns` not in `keys`: two rows of one key hold the same

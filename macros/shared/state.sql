@@ -39,10 +39,16 @@
   {%- call statement('create_' ~ relation.identifier) -%}
     create or replace table {{ relation }}
     using delta
-    {% if cluster_by %}cluster by ({{ incremental_joins.column_list(cluster_by) }}){% endif %}
+    {{ incremental_joins.cluster_by(cluster_by) }}
     {{ incremental_joins.delta_tblproperties(state=true) }}
     as {{ sql }}
   {%- endcall -%}
+{% endmacro %}
+
+{#- `cluster by (...)` on a key's first four columns: Delta clusters by at most four (a longer
+    key failed the table's creation), and rows of one key prefix are still laid out together. -#}
+{% macro cluster_by(columns) %}
+  {{ return('cluster by (' ~ incremental_joins.column_list(columns[:4]) ~ ')' if columns else '') }}
 {% endmacro %}
 
 {#- Names of this model's staged views begin with this. -#}
@@ -187,7 +193,7 @@
   {%- call statement('main') -%}
     create or replace table {{ this }}
     using delta
-    {% if key_columns %}cluster by ({{ incremental_joins.column_list(key_columns) }}){% endif %}
+    {{ incremental_joins.cluster_by(key_columns) }}
     {{ incremental_joins.delta_tblproperties({'incremental_joins.recompute_sql': recompute_sql} if recompute_sql else {}) }}
     as {{ new_rows }}
   {%- endcall -%}
