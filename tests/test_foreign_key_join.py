@@ -323,7 +323,7 @@ def test_a_change_to_recent_keys_leaves_the_older_output_files_unread(fk):
 
 TYPED_KEYS_MODEL = """
 {{ config(materialized='foreign_key_join', join_type='left', foreign_key='fk', right_key='rk',
-          left_key=['i', 'sm', 'b', 'd', 'dt', 'ts', 'ntz', 's'], full_recompute_above=10) }}
+          left_key=KEY, full_recompute_above=10) }}
 select {{ incremental_joins.output_key() }}, l.v, r.rv
 from {{ incremental_joins.join(source('t', 'typed'), source('t', 'rhs')) }}
 """
@@ -338,15 +338,20 @@ TYPED_ROWS = [
 ]
 FAR_ROW = ("1000", "1000", "9000000001", "100.00", "2027-01-01", "2027-01-01 00:00:00", "2027-01-01 00:00:00", "zzz")
 TYPED_COLUMNS = ("i int, sm smallint, b bigint, d decimal(10,2), dt date, ts timestamp, ntz timestamp_ntz, "
-                 "s string, v string, fk string")
+                 "s string, f double, v string, fk string")
 
 
 def test_key_ranges_of_every_bounded_type_keep_their_extremes(scratch_project, spark):
     """The MERGE's key range is written as literals of each key column's type: a bound off by a
     microsecond, a cent or an escape would leave the extreme row outside it, unmatched, and the
     run would insert it a second time. Both extreme rows change; each must be updated in place,
-    and the range must still leave out the file of a row beyond it."""
-    project = scratch_project({"models/sources.yml": sources_yml("typed", "rhs"), "models/typed_keys.sql": TYPED_KEYS_MODEL})
+    and the range must still leave out the file of a row beyond it. A key of a type left
+    unbounded (a double) is merged without a range."""
+    project = scratch_project({
+        "models/sources.yml": sources_yml("typed", "rhs"),
+        "models/typed_keys.sql": TYPED_KEYS_MODEL.replace("KEY", "['i', 'sm', 'b', 'd', 'dt', 'ts', 'ntz', 's']"),
+        "models/double_keys.sql": TYPED_KEYS_MODEL.replace("KEY", "'f'"),
+    })
     schema = project.schema
     spark.sql(f"create or replace table {schema}.typed ({TYPED_COLUMNS}) using delta")
     spark.sql(f"create or replace table {schema}.rhs (rk string, rv string) using delta")
@@ -354,7 +359,7 @@ def test_key_ranges_of_every_bounded_type_keep_their_extremes(scratch_project, s
 
     def put(rows, v):
         values = ", ".join(
-            f"({i}, {sm}, {b}, {d}BD, date'{dt}', timestamp'{ts}', timestamp_ntz'{ntz}', {sql_literal(s)}, '{v}', 'r1')"
+            f"({i}, {sm}, {b}, {d}BD, date'{dt}', timestamp'{ts}', timestamp_ntz'{ntz}', {sql_literal(s)}, {i} / 4, '{v}', 'r1')"
             for i, sm, b, d, dt, ts, ntz, s in rows)
         spark.sql(f"insert into {schema}.typed values {values}")
 
@@ -368,5 +373,7 @@ def test_key_ranges_of_every_bounded_type_keep_their_extremes(scratch_project, s
         project.invoke("run", "--quiet")
     out = spark.sql(f"select i, v, rv from {schema}.typed_keys").collect()
     assert sorted((r.i, r.v, r.rv) for r in out) == [(-5, "new", "x"), (0, "old", "x"), (7, "new", "x"), (1000, "far", "x")]
+    out = spark.sql(f"select f, v from {schema}.double_keys").collect()
+    assert sorted((r.f, r.v) for r in out) == [(-1.25, "new"), (0.0, "old"), (1.75, "new"), (250.0, "far")]
     m = merge_metrics(spark, f"{schema}.typed_keys")
     assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"], m["numTargetRowsDeleted"]) == (2, 0, 0), m

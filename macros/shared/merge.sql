@@ -84,17 +84,17 @@
     nothing is bounded. -#}
 {% macro key_range_sql(schema) %}
   {%- set parts = [] -%}
-  {%- for name, type in schema if incremental_joins.literal_prefix(type) is not none -%}
+  {%- for name, type in schema if incremental_joins.literal_affixes(type) is not none -%}
     {%- set c = adapter.quote(name) -%}
     {%- set v = 'unix_micros(' ~ c ~ ')' if type == 'timestamp' else c -%}
     {%- do parts.append("named_struct('lo', cast(min(" ~ v ~ ") as string), 'hi', cast(max(" ~ v ~ ") as string), 'nulls', count(*) > count(" ~ c ~ "))") -%}
   {%- endfor -%}
-  {{ return('to_json(array(' ~ parts | join(', ') ~ '))') }}
+  {{ return('to_json(array(' ~ parts | join(', ') ~ '))' if parts else "'[]'") }}
 {% endmacro %}
 
 {% macro key_range(schema, json, alias, nullable=false) %}
   {%- set bounded = [] -%}
-  {%- for name, type in schema if incremental_joins.literal_prefix(type) is not none -%}{%- do bounded.append([name, type]) -%}{%- endfor -%}
+  {%- for name, type in schema if incremental_joins.literal_affixes(type) is not none -%}{%- do bounded.append([name, type]) -%}{%- endfor -%}
   {%- set ranges = fromjson(json) -%}
   {%- set out = [] -%}
   {%- for name, type in bounded -%}
@@ -114,7 +114,7 @@
     skipping needs: a cast of a string is not one), as prefix and suffix; none for a type
     key_range leaves unbounded. Timestamps travel as microseconds since the epoch and are written
     in UTC, so that no time zone's daylight-saving overlap can shift them. -#}
-{% macro literal_prefix(type) %}
+{% macro literal_affixes(type) %}
   {%- set affixes = {'tinyint': ['', 'Y'], 'smallint': ['', 'S'], 'int': ['', ''], 'bigint': ['', 'L'], 'string': ['', ''],
                      'date': ["date'", "'"], 'timestamp': ["timestamp'", "Z'"], 'timestamp_ntz': ["timestamp_ntz'", "'"]} -%}
   {%- if type in affixes -%}{{ return(affixes[type]) }}{%- endif -%}
@@ -122,7 +122,7 @@
 {% endmacro %}
 
 {% macro typed_literal(value, type) %}
-  {%- set prefix, suffix = incremental_joins.literal_prefix(type) -%}
+  {%- set prefix, suffix = incremental_joins.literal_affixes(type) -%}
   {%- if type == 'string' -%}{{ return(incremental_joins.string_literal(value)) }}{%- endif -%}
   {%- if type == 'timestamp' -%}
     {%- set value = (modules.datetime.datetime(1970, 1, 1) + modules.datetime.timedelta(microseconds=value | int)).isoformat(' ') -%}
