@@ -72,7 +72,8 @@ def merge_metrics(spark, relation: str) -> dict[str, int]:
     """The operation metrics of the relation's newest commit, which must be a MERGE (a run's)."""
     last = spark.sql(f"describe history {relation} limit 1").first()
     assert last.operation == "MERGE", last.operation
-    return {k: int(v) for k, v in last.operationMetrics.items()}
+    metrics = last.operationMetrics   # a JSON text over the Thrift server (PyHive), a dict in session
+    return {k: int(v) for k, v in (json.loads(metrics) if isinstance(metrics, str) else metrics).items()}
 
 
 @contextmanager
