@@ -74,8 +74,8 @@
     newest orders, the rows inserted by the last runs), a MERGE then rewrites and reads the few
     files that hold them instead of every file of the output.
 
-    key_range_sql(schema): an aggregate over the keys' relation, one JSON text holding each
-    bounded key column's least and greatest value and whether a null is among them. `schema`:
+    key_range_sql(schema): an aggregate over the keys' relation, one JSON object holding, by
+    name, each bounded key column's least and greatest value and whether a null is among them. `schema`:
     [name, Spark SQL type] of the key columns. Bounded are the types whose order Delta's
     statistics keep as Spark compares them (integers, decimals, plain strings, dates, timestamps);
     other key columns are left unbounded.
@@ -87,18 +87,16 @@
   {%- for name, type in schema if incremental_joins.literal_affixes(type) is not none -%}
     {%- set c = adapter.quote(name) -%}
     {%- set v = 'unix_micros(' ~ c ~ ')' if type == 'timestamp' else c -%}
-    {%- do parts.append("named_struct('lo', cast(min(" ~ v ~ ") as string), 'hi', cast(max(" ~ v ~ ") as string), 'nulls', count(*) > count(" ~ c ~ "))") -%}
+    {%- do parts.append(incremental_joins.string_literal(name) ~ ", named_struct('lo', cast(min(" ~ v ~ ") as string), 'hi', cast(max(" ~ v ~ ") as string), 'nulls', count(*) > count(" ~ c ~ "))") -%}
   {%- endfor -%}
-  {{ return('to_json(array(' ~ parts | join(', ') ~ '))' if parts else "'[]'") }}
+  {{ return('to_json(named_struct(' ~ parts | join(', ') ~ '))' if parts else "'{}'") }}
 {% endmacro %}
 
 {% macro key_range(schema, json, alias, nullable=false) %}
-  {%- set bounded = [] -%}
-  {%- for name, type in schema if incremental_joins.literal_affixes(type) is not none -%}{%- do bounded.append([name, type]) -%}{%- endfor -%}
   {%- set ranges = fromjson(json) -%}
   {%- set out = [] -%}
-  {%- for name, type in bounded -%}
-    {%- set r = ranges[loop.index0] -%}
+  {%- for name, type in schema if name in ranges -%}
+    {%- set r = ranges[name] -%}
     {%- set c = alias ~ '.' ~ adapter.quote(name) -%}
     {%- set parts = [] -%}
     {%- if r.lo is not none -%}
