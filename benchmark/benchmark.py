@@ -133,6 +133,23 @@ def statement_label(sql: str, schema: str, model: str) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
+# A MERGE's phases in Delta's operation metrics, in milliseconds.
+MERGE_PHASES = {"source": "materializeSourceTimeMs", "scan": "scanTimeMs", "rewrite": "rewriteTimeMs",
+                "merge": "executionTimeMs"}
+
+
+def merge_phases(commits: list) -> dict | None:
+    """Seconds of each phase of the MERGE commits among `commits` (DESCRIBE HISTORY rows), summed,
+    from Delta's operation metrics: `source` computes and materializes the MERGE's source, `scan`
+    finds the target files that hold a matching row, `rewrite` writes the changed rows and the
+    deletion vectors, `merge` is the whole command. None when no MERGE committed (a MERGE that
+    changes nothing commits nothing)."""
+    merges = [c["operationMetrics"] or {} for c in commits if c["operation"] == "MERGE"]
+    if not merges:
+        return None
+    return {name: sum(int(m.get(key) or 0) for m in merges) / 1000 for name, key in MERGE_PHASES.items()}
+
+
 def rows_written(metrics: dict) -> int:
     """Rows a commit wrote into new data files (a delete by deletion vector writes none)."""
     m = {k: int(v) for k, v in (metrics or {}).items() if str(v).isdigit()}
@@ -168,16 +185,17 @@ class Bench:
     def version(self, table: str) -> int:
         return int(self.sql(f"describe history {self.t(table)} limit 1").first()["version"])
 
+    def commits_since(self, table: str, before: dict[str, int]) -> list:
+        """The commits of `table` after version `before[table]` (DESCRIBE HISTORY rows); none when
+        the table does not exist."""
+        if not self.spark.catalog.tableExists(self.t(table)):
+            return []
+        return [h for h in self.sql(f"describe history {self.t(table)}").collect() if h["version"] > before.get(table, -1)]
+
     def written_since(self, tables: list[str], before: dict[str, int]) -> dict[str, int]:
-        """Rows written per table by the commits after `before[table]`."""
-        out = {}
-        for table in tables:
-            if not self.spark.catalog.tableExists(self.t(table)):
-                continue
-            history = self.sql(f"describe history {self.t(table)}").collect()
-            out[table] = sum(rows_written(h["operationMetrics"]) for h in history
-                             if h["version"] > before.get(table, -1))
-        return out
+        """Rows written per existing table by the commits after `before[table]`."""
+        return {table: sum(rows_written(h["operationMetrics"]) for h in self.commits_since(table, before))
+                for table in tables if self.spark.catalog.tableExists(self.t(table))}
 
     def versions(self, tables: list[str]) -> dict[str, int]:
         return {t: self.version(t) if self.spark.catalog.tableExists(self.t(t)) else -1 for t in tables}
@@ -359,13 +377,15 @@ def fk_round(b: Bench, project, size: int, fraction: float, changes: dict) -> No
     b.record(**common, method="incremental", seconds=inc_s, peak_mb=inc_mem, rows_changed=changed,
              rows_written=written.get("fk_incremental", 0), state_rows_written=written.get("fk_incremental__ij_index", 0),
              affected_keys=int(log["affected_keys"] or 0), mode=log["mode"], wrong_rows=wrong,
-             profile=b.profile("fk_incremental"), **changes)
+             profile=b.profile("fk_incremental"), merge_phases=merge_phases(b.commits_since("fk_incremental", before)),
+             **changes)
 
     before = b.versions(["fk_fallback"])
     fb_s, fb_mem = b.timed(lambda: b.dbt(project, "fk_fallback"))
     b.record(**common, method="full-recompute path", seconds=fb_s, peak_mb=fb_mem, rows_changed=changed,
              rows_written=b.written_since(["fk_fallback"], before).get("fk_fallback", 0),
-             wrong_rows=b.same_rows(b.t("fk_fallback"), b.t("fk_full"), cols), profile=b.profile("fk_fallback"), **changes)
+             wrong_rows=b.same_rows(b.t("fk_fallback"), b.t("fk_full"), cols), profile=b.profile("fk_fallback"),
+             merge_phases=merge_phases(b.commits_since("fk_fallback", before)), **changes)
 
     naive_s, naive_mem = b.timed(lambda: b.dbt(project, "fk_naive"))
     b.record(**common, method="naive dbt incremental", seconds=naive_s, peak_mb=naive_mem, rows_changed=changed,
@@ -381,6 +401,7 @@ def fk_round(b: Bench, project, size: int, fraction: float, changes: dict) -> No
     floor_s, floor_mem = b.timed(floor_merge)
     b.record(**common, method="MERGE floor", seconds=floor_s, peak_mb=floor_mem, rows_changed=changed,
              rows_written=b.written_since(["floor_target"], before).get("floor_target", 0),
+             merge_phases=merge_phases(b.commits_since("floor_target", before)),
              wrong_rows=b.same_rows(b.t("floor_target"), b.t("fk_full"), cols), **changes)
     check(b, common, ["incremental", "full-recompute path", "MERGE floor"])
 

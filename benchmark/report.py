@@ -193,6 +193,32 @@ def run_lines(results: dict) -> list[str]:
             for r in results.get("runs") or [results]]
 
 
+def merge_phase_section(rows: list, sizes: list, fractions: list) -> list[str]:
+    """foreign_key_join's output MERGE phase by phase (benchmark.merge_phases), for the operator's
+    runs and the MERGE floor: what the operator's MERGE costs beyond the floor's, and how much of
+    the run lies outside its MERGE."""
+    lines = []
+    for size in sizes:
+        for f in fractions:
+            for method in ("incremental", "full-recompute path", "MERGE floor"):
+                row = find(rows, operator="foreign_key_join", size=size, fraction=f, method=method)
+                p = (row or {}).get("merge_phases")
+                if p:
+                    lines.append([label(size), pct(f), method] + [f"{p[k]:.2f}" for k in ("source", "scan", "rewrite", "merge")]
+                                 + [secs(row), f"{row['seconds'] - p['merge']:.1f}"])
+    if not lines:
+        return []
+    return (["### The output MERGE, phase by phase", "",
+             "From Delta's operation metrics of the MERGE into the output: `source` computes and materializes "
+             "the MERGE's source (the operator's: the model body over the affected rows and the rows to delete; "
+             "the floor's is a table of the changed rows, read as it is), `scan` finds the output files that "
+             "hold a matching row, `rewrite` writes the changed rows and the deletion vectors (it joins the "
+             "source with every row of those files). `outside` is the rest of the run: planning, the "
+             "fan-out, the checks and the bookkeeping writes.", ""]
+            + table(["left rows", "changed", "method", "source s", "scan s", "rewrite s", "MERGE s", "run s", "outside s"], lines)
+            + [""])
+
+
 def crossover_lines(rows: list, sizes: list, fractions: list) -> list[str]:
     out = []
     for size in sizes:
@@ -264,7 +290,8 @@ def write_report(results: dict, out: Path) -> None:
            "inserts); affected keys = changed orders + orders of changed customers (CombinedKey index). "
            "`naive wrong rows`: rows of the `incremental`+`merge` model filtered on `updated_at` that "
            "differ from the full rebuild (missed customer changes and deletes, accumulated).", ""]
-    md += fk_section(rows, sizes, fractions) + [""] + crossover_lines(rows, sizes, fractions)
+    md += fk_section(rows, sizes, fractions) + [""] + crossover_lines(rows, sizes, fractions) + [""]
+    md += merge_phase_section(rows, sizes, fractions)
     md += ["", "## deduplicate (KIP-655 by message id, 10 minutes; 10% redeliveries, 1% late by 30 min)", ""]
     md += stream_section(rows, sizes, fractions, "deduplicate", ["full rebuild", "Structured Streaming"]) + [""]
     md += ["Structured Streaming's `dropDuplicatesWithinWatermark` (watermark 10 minutes, `availableNow`) "

@@ -62,6 +62,35 @@ def test_a_wrong_result_stops_the_benchmark():
         benchmark.check(b, where, ["incremental", "MERGE floor"])
 
 
+def test_merge_phases_sum_the_merge_commits_in_seconds():
+    write = {"operation": "WRITE", "operationMetrics": {"executionTimeMs": "999", "numOutputRows": "5"}}
+    merge = {"operation": "MERGE", "operationMetrics": {"materializeSourceTimeMs": "1500", "scanTimeMs": "2000",
+                                                        "rewriteTimeMs": "6250", "executionTimeMs": "9900"}}
+    assert benchmark.merge_phases([write, merge]) == {"source": 1.5, "scan": 2.0, "rewrite": 6.25, "merge": 9.9}
+    # Two MERGEs add up; a metric a MERGE lacks counts as none.
+    other = {"operation": "MERGE", "operationMetrics": {"scanTimeMs": "500", "executionTimeMs": "700"}}
+    assert benchmark.merge_phases([merge, other]) == {"source": 1.5, "scan": 2.5, "rewrite": 6.25, "merge": 10.6}
+    assert benchmark.merge_phases([write]) is None and benchmark.merge_phases([]) is None
+
+
+def test_merge_phases_come_from_delta_history(spark):
+    """The metric names are Delta's: a real MERGE yields every phase, each within the whole."""
+    spark.sql("create schema if not exists bench_phases")
+    b = benchmark.Bench(spark, "bench_phases", 1, memory=None)
+    b.sql("create or replace table bench_phases.t (k int, v string) using delta")
+    b.sql("insert into bench_phases.t select id, 'a' from range(100)")
+    before = b.versions(["t"])
+    b.sql("merge into bench_phases.t as t using (select id as k, 'b' as v from range(95, 105)) as s on t.k = s.k "
+          "when matched then update set v = s.v when not matched then insert *")
+    commits = b.commits_since("t", before)
+    assert [c["operation"] for c in commits] == ["MERGE"]
+    phases = benchmark.merge_phases(commits)
+    assert set(phases) == {"source", "scan", "rewrite", "merge"}
+    assert phases["merge"] > 0 and all(0 <= phases[k] <= phases["merge"] for k in ("source", "scan", "rewrite"))
+    assert benchmark.merge_phases(b.commits_since("t", b.versions(["t"]))) is None
+    assert b.commits_since("absent", {}) == [] and b.written_since(["t", "absent"], before) == {"t": 10}
+
+
 def test_the_warm_up_round_runs_first_is_checked_and_is_not_kept():
     rows = [{"method": "setup"}]  # the initial builds' rows stay
     calls, saved = [], []
@@ -104,8 +133,10 @@ def results_of(rows, fractions):
 
 def test_report_ratios_targets_and_crossover(tmp_path):
     rows = [
-        fk(1000, 0.01, "full rebuild", 30.0), fk(1000, 0.01, "incremental", 3.0),
-        fk(1000, 0.01, "full-recompute path", 40.0), fk(1000, 0.01, "MERGE floor", 2.0),
+        fk(1000, 0.01, "full rebuild", 30.0),
+        fk(1000, 0.01, "incremental", 3.0, merge_phases={"source": 1.5, "scan": 0.2, "rewrite": 0.8, "merge": 2.6}),
+        fk(1000, 0.01, "full-recompute path", 40.0),
+        fk(1000, 0.01, "MERGE floor", 2.0, merge_phases={"source": 0.0, "scan": 0.5, "rewrite": 1.2, "merge": 1.8}),
         fk(1000, 0.01, "naive dbt incremental", 5.0, wrong_rows=17),
         fk(1000, 0.1, "full rebuild", 30.0), fk(1000, 0.1, "incremental", 20.0),
         fk(1000, 0.1, "full-recompute path", 40.0), fk(1000, 0.1, "MERGE floor", 4.0),
@@ -121,6 +152,10 @@ def test_report_ratios_targets_and_crossover(tmp_path):
     # Rows written / changed: (90 + 30) / 100.
     assert "| FK rows written (output + index) / output rows changed (worst, change <= 10%) | <= 2x | 1.20x | met |" in text
     assert "| 1k | 1% | 100 | 20 | 30.0 | 3.0 | 10.0x | 40.0 | 5.0 | 17 | 2.0 | 1.50x |" in text
+    # The output MERGE's phases where the round has them; outside the MERGE: 3.0 - 2.6 and 2.0 - 1.8 s.
+    assert "| 1k | 1% | incremental | 1.50 | 0.20 | 0.80 | 2.60 | 3.0 | 0.4 |" in text
+    assert "| 1k | 1% | MERGE floor | 0.00 | 0.50 | 1.20 | 1.80 | 2.0 | 0.2 |" in text
+    assert "| 1k | 10% | incremental |" not in text
     # Affected fractions 2%, 20%, 100%: incremental cheaper at 20% (20 < 40), dearer at 100%
     # (60 > 40): the crossover lies 20/(20+20) of the way from 20% to 100%, at 60%.
     value, _ = report.threshold(rows, 1000, [0.01, 0.1, 0.5])
