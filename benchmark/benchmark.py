@@ -150,6 +150,11 @@ def merge_phases(commits: list) -> dict | None:
     return {name: sum(int(m.get(key) or 0) for m in merges) / 1000 for name, key in MERGE_PHASES.items()}
 
 
+def rows_written_in(commits: list) -> int:
+    """Rows the commits (DESCRIBE HISTORY rows) wrote into new data files."""
+    return sum(rows_written(c["operationMetrics"]) for c in commits)
+
+
 def rows_written(metrics: dict) -> int:
     """Rows a commit wrote into new data files (a delete by deletion vector writes none)."""
     m = {k: int(v) for k, v in (metrics or {}).items() if str(v).isdigit()}
@@ -194,7 +199,7 @@ class Bench:
 
     def written_since(self, tables: list[str], before: dict[str, int]) -> dict[str, int]:
         """Rows written per existing table by the commits after `before[table]`."""
-        return {table: sum(rows_written(h["operationMetrics"]) for h in self.commits_since(table, before))
+        return {table: rows_written_in(self.commits_since(table, before))
                 for table in tables if self.spark.catalog.tableExists(self.t(table))}
 
     def versions(self, tables: list[str]) -> dict[str, int]:
@@ -370,22 +375,22 @@ def fk_round(b: Bench, project, size: int, fraction: float, changes: dict) -> No
 
     before = b.versions(FK_STATE)
     inc_s, inc_mem = b.timed(lambda: b.dbt(project, "fk_incremental"))
-    written = b.written_since(FK_STATE, before)
+    output = b.commits_since("fk_incremental", before)
+    index_written = b.written_since(["fk_incremental__ij_index"], before).get("fk_incremental__ij_index", 0)
     wrong = b.same_rows(b.t("fk_incremental"), b.t("fk_full"), cols)
     log = b.sql(f"select affected_keys, mode from {b.t('incremental_joins_run_log')} where model = 'fk_incremental' "
                 "order by finished_at desc limit 1").first()
     b.record(**common, method="incremental", seconds=inc_s, peak_mb=inc_mem, rows_changed=changed,
-             rows_written=written.get("fk_incremental", 0), state_rows_written=written.get("fk_incremental__ij_index", 0),
+             rows_written=rows_written_in(output), state_rows_written=index_written,
              affected_keys=int(log["affected_keys"] or 0), mode=log["mode"], wrong_rows=wrong,
-             profile=b.profile("fk_incremental"), merge_phases=merge_phases(b.commits_since("fk_incremental", before)),
-             **changes)
+             profile=b.profile("fk_incremental"), merge_phases=merge_phases(output), **changes)
 
     before = b.versions(["fk_fallback"])
     fb_s, fb_mem = b.timed(lambda: b.dbt(project, "fk_fallback"))
+    output = b.commits_since("fk_fallback", before)
     b.record(**common, method="full-recompute path", seconds=fb_s, peak_mb=fb_mem, rows_changed=changed,
-             rows_written=b.written_since(["fk_fallback"], before).get("fk_fallback", 0),
-             wrong_rows=b.same_rows(b.t("fk_fallback"), b.t("fk_full"), cols), profile=b.profile("fk_fallback"),
-             merge_phases=merge_phases(b.commits_since("fk_fallback", before)), **changes)
+             rows_written=rows_written_in(output), merge_phases=merge_phases(output),
+             wrong_rows=b.same_rows(b.t("fk_fallback"), b.t("fk_full"), cols), profile=b.profile("fk_fallback"), **changes)
 
     naive_s, naive_mem = b.timed(lambda: b.dbt(project, "fk_naive"))
     b.record(**common, method="naive dbt incremental", seconds=naive_s, peak_mb=naive_mem, rows_changed=changed,
@@ -399,9 +404,9 @@ def fk_round(b: Bench, project, size: int, fraction: float, changes: dict) -> No
             when not matched and not s.gone then insert ({', '.join(cols)}) values ({', '.join('s.' + c for c in cols)})""")
 
     floor_s, floor_mem = b.timed(floor_merge)
+    output = b.commits_since("floor_target", before)
     b.record(**common, method="MERGE floor", seconds=floor_s, peak_mb=floor_mem, rows_changed=changed,
-             rows_written=b.written_since(["floor_target"], before).get("floor_target", 0),
-             merge_phases=merge_phases(b.commits_since("floor_target", before)),
+             rows_written=rows_written_in(output), merge_phases=merge_phases(output),
              wrong_rows=b.same_rows(b.t("floor_target"), b.t("fk_full"), cols), **changes)
     check(b, common, ["incremental", "full-recompute path", "MERGE floor"])
 
