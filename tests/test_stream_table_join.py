@@ -193,12 +193,15 @@ def test_worked_example(scratch_project, spark):
         assert j.output(name) == emitted[name], f"{name} after the hard delete"
     # The output keeps the Change Data Feed (SPEC property 4) and Delta's checkpoint interval;
     # tables only the package reads (state, highwater, run log) have the feed off and a
-    # checkpoint every 100 commits.
+    # checkpoint every 100 commits. Deletion vectors stay on where a MERGE writes (the output,
+    # history, buffer) and are off on the tables only appended or replaced whole (clock,
+    # highwater, run log): a table with the feature pays a second file listing on every read.
     package_tables = ("stj_left__ij_history", "stj_left__ij_buffer", "stj_left__ij_clock", "stj_left__ij_highwater", "incremental_joins_run_log")
-    props = {name: {k: tblproperties(spark, f"{j.schema}.{name}").get(k) for k in ("delta.enableChangeDataFeed", "delta.checkpointInterval")}
-             for name in ("stj_left", *package_tables)}
-    assert props == {"stj_left": {"delta.enableChangeDataFeed": "true", "delta.checkpointInterval": None},
-                     **{name: {"delta.enableChangeDataFeed": "false", "delta.checkpointInterval": "100"} for name in package_tables}}
+    keys = ("delta.enableChangeDataFeed", "delta.checkpointInterval", "delta.enableDeletionVectors", "delta.feature.deletionVectors")
+    props = {name: tuple(tblproperties(spark, f"{j.schema}.{name}").get(k) for k in keys) for name in ("stj_left", *package_tables)}
+    assert props == {"stj_left": ("true", None, "true", "supported"),
+                     "stj_left__ij_history": ("false", "100", "true", "supported"), "stj_left__ij_buffer": ("false", "100", "true", "supported"),
+                     **{name: ("false", "100", "false", None) for name in package_tables[2:]}}
     # The append-only highwater was compacted on the way. A pin and an advance append a row per
     # input each: 2 inputs on the first run, then also 4 state tables: 4 + 5 * 12 = 64 rows after
     # 6 runs, so the 7th run kept the newest 6 and appended 12.

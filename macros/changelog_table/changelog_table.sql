@@ -156,7 +156,7 @@
     {%- set recompute = output_sql ~ '(' ~ incremental_joins.newest_events_sql(keys, events['values'], '(' ~ events.recompute_sql ~ ') as e') ~ ") as n where __ij_kind = 'upsert'" -%}
     {%- set written, mode = incremental_joins.write_all(output_sql ~ newest ~ " where __ij_kind = 'upsert'", keys, recompute, columns) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
-    {%- do incremental_joins.create_state_table(sequences, state_sql ~ newest ~ ' where not (' ~ expired ~ ')', keys) -%}
+    {%- do incremental_joins.create_state_table(sequences, state_sql ~ newest ~ ' where not (' ~ expired ~ ')', keys, merged=true) -%}
     {%- set applied_count = counts[1] -%}
   {%- endif -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}

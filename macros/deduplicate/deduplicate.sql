@@ -202,7 +202,7 @@
     {%- do incremental_joins.create_output(forwarded, [], none) -%}
     {%- set written, mode = incremental_joins.last_write_metrics(this, -1), 'full_refresh' -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
-    {%- do incremental_joins.create_state_table(state, live, ['__ij_part']) -%}
+    {%- do incremental_joins.create_state_table(state, live, ['__ij_part'], merged=true) -%}
   {%- else -%}
     {%- set mode = 'incremental' -%}
     {%- set range = '_ij_source_version > ' ~ plan.from ~ ' and _ij_source_version <= ' ~ plan.to -%}

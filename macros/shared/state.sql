@@ -16,9 +16,15 @@
     of a small table replays a hundred small commit files in no time worth measuring (2026-11-29,
     120 runs of a read and an append on one table: 1.63 s a run with checkpoints every 10
     commits, 1.39 s every 30, 1.28 s every 100). Outputs keep Delta's default: their readers are
-    not only this package. -#}
-{% macro delta_tblproperties(extra={}, state=false) %}
-  {%- set all = {'delta.enableChangeDataFeed': 'false' if state else 'true', 'delta.enableDeletionVectors': 'true'} -%}
+    not only this package.
+    `merged`: a state table that a MERGE writes keeps deletion vectors; any other (appended or
+    replaced whole: the CombinedKey index, the highwater, the run log, a clock) has them off.
+    Every read of a table with the feature plans its scan twice (Delta lists the files once more
+    to look for vectors, with a Spark job, even when there are none): a read of a 1M-entry index
+    with 1,047 right keys took 1.2-2.0 s with the feature, 0.7-1.0 s without, 2.5-3.4 s against
+    1.4-1.8 s right after an append (2026-11-30, copies of the benchmark's index). -#}
+{% macro delta_tblproperties(extra={}, state=false, merged=false) %}
+  {%- set all = {'delta.enableChangeDataFeed': 'false' if state else 'true', 'delta.enableDeletionVectors': 'true' if merged or not state else 'false'} -%}
   {%- if state -%}{%- do all.update({'delta.checkpointInterval': '100'}) -%}{%- endif -%}
   {%- do all.update(extra) -%}
   {%- set props = [] -%}
@@ -30,17 +36,17 @@
 
 {#- create or replace table ... cluster by (keys) ... as select: the shape of every state and
     output table. Liquid clustering keeps the rows of one key in few files, so MERGE and key
-    lookups prune files. -#}
-{% macro create_state_table(relation, sql, cluster_by=[]) %}
-  {{ return(adapter.dispatch('create_state_table', 'incremental_joins')(relation, sql, cluster_by)) }}
+    lookups prune files. `merged`: later runs write it with MERGE (delta_tblproperties). -#}
+{% macro create_state_table(relation, sql, cluster_by=[], merged=false) %}
+  {{ return(adapter.dispatch('create_state_table', 'incremental_joins')(relation, sql, cluster_by, merged)) }}
 {% endmacro %}
 
-{% macro default__create_state_table(relation, sql, cluster_by) %}
+{% macro default__create_state_table(relation, sql, cluster_by, merged) %}
   {%- call statement('create_' ~ relation.identifier) -%}
     create or replace table {{ relation }}
     using delta
     {{ incremental_joins.cluster_by(cluster_by) }}
-    {{ incremental_joins.delta_tblproperties(state=true) }}
+    {{ incremental_joins.delta_tblproperties(state=true, merged=merged) }}
     as {{ sql }}
   {%- endcall -%}
 {% endmacro %}

@@ -285,8 +285,8 @@
     {%- do incremental_joins.create_output(rows, [], none) -%}
     {%- set written, mode = incremental_joins.last_write_metrics(this, -1), 'full_refresh' -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
-    {%- do incremental_joins.create_state_table(st.history, history_rows, cfg.table_key) -%}
-    {%- do incremental_joins.create_state_table(st.buffer, waiting) -%}
+    {%- do incremental_joins.create_state_table(st.history, history_rows, cfg.table_key, merged=true) -%}
+    {%- do incremental_joins.create_state_table(st.buffer, waiting, merged=true) -%}
   {%- else -%}
     {%- set mode, version_before = 'incremental', run.versions[this | string] -%}
     {%- if emitted == 0 or (run.retry and incremental_joins.latest_version(this | string) > version_before) -%}
