@@ -9,7 +9,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import CRASH_STEPS, error_of, failing_at, sources_yml, sql_literal
+from fk_join_harness import CRASH_STEPS, error_of, failing_at, sources_yml, sql_literal, tblproperties
 
 BODY = "select * from {{ incremental_joins.stream(source('t', 'events')) }}"
 COMMON = "event_time='ts', arrival_order='kafka_offset', partition_by='part'"
@@ -154,6 +154,12 @@ def test_store_entries_expire_by_their_own_partitions_stream_time(scratch_projec
     for name in models:
         assert stream.forwarded(name) == [0, 1, 2, 4], name
     check_state({("p1", "a"), ("p1", "c"), ("o'b", "b")}, {"p1": 200, "o'b": 105})
+    # The store is created without deletion vectors; the first MERGE turns them on, a store
+    # only ever rewritten whole never has them.
+    features = {name: tblproperties(spark, f"{stream.schema}.{name}__ij_state").get("delta.enableDeletionVectors") for name in models}
+    assert features == {"dedup_key": "false", "dedup_merged": "true"}
+    ops = [h.operation for h in spark.sql(f"describe history {stream.schema}.dedup_merged__ij_state").collect()]
+    assert ops.count("SET TBLPROPERTIES") == 1 and ops.count("MERGE") == 2, ops
 
 
 MODES = {   # model -> (config, reference arguments)

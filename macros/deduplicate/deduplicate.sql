@@ -202,7 +202,7 @@
     {%- do incremental_joins.create_output(forwarded, [], none) -%}
     {%- set written, mode = incremental_joins.last_write_metrics(this, -1), 'full_refresh' -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
-    {%- do incremental_joins.create_state_table(state, live, ['__ij_part'], merged=true) -%}
+    {%- do incremental_joins.create_state_table(state, live, ['__ij_part']) -%}
   {%- else -%}
     {%- set mode = 'incremental' -%}
     {%- set range = '_ij_source_version > ' ~ plan.from ~ ' and _ij_source_version <= ' ~ plan.to -%}
@@ -224,9 +224,13 @@
         the store, against this run's stream time of their partition; a clock row, whose
         __ij_state is null, never expires). Partitions without records keep their clock row. -#}
     {%- set stale = 'select * except (__ij_expired) from (' ~ aged ~ ') as a where __ij_expired' if expired else none -%}
-    {#- A store of at most replace_state_below entries is rewritten whole instead (cheaper). -#}
+    {#- A store of at most replace_state_below entries is rewritten whole instead (cheaper). The
+        store is created without deletion vectors (a small one is only ever rewritten whole); the
+        first MERGE of a larger one turns them on (ensure_deletion_vectors). -#}
+    {%- set replace = stored <= cfg.replace_state_below -%}
+    {%- if not replace -%}{%- do incremental_joins.ensure_deletion_vectors(state) -%}{%- endif -%}
     {%- do incremental_joins.merge_changes(state, live, stale, key, dk + ['__ij_part', '__ij_state', '__ij_stream_time'], purge=incremental_joins.dedup_expired(cfg, 't', new_times),
-                                           replace=stored <= cfg.replace_state_below) -%}
+                                           replace=replace) -%}
   {%- endif -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
   {{ return({'mode': mode, 'rows_read': read, 'rows_inserted': written.inserted,
