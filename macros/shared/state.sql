@@ -38,8 +38,7 @@
 {#- Deletion vectors on for a state table created without them that a MERGE is about to write
     (delta_tblproperties): one `alter table` the first time, a `show tblproperties` after. -#}
 {% macro ensure_deletion_vectors(relation) %}
-  {%- set props = run_query('show tblproperties ' ~ relation) -%}
-  {%- for row in props.rows if row[0] == 'delta.enableDeletionVectors' and row[1] == 'true' -%}{{ return(false) }}{%- endfor -%}
+  {%- if incremental_joins.table_property(relation, 'delta.enableDeletionVectors') == 'true' -%}{{ return(false) }}{%- endif -%}
   {%- call statement('deletion_vectors_' ~ relation.identifier) -%}
     alter table {{ relation }} set tblproperties ('delta.enableDeletionVectors' = 'true')
   {%- endcall -%}
