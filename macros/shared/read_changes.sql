@@ -27,8 +27,13 @@
   {{ return(rows) }}
 {% endmacro %}
 
+{#- The newest commit of `name` (a row of `describe history`). -#}
+{% macro latest_commit(name) %}
+  {{ return(run_query('describe history ' ~ name ~ ' limit 1').rows[0]) }}
+{% endmacro %}
+
 {% macro latest_version(name) %}
-  {{ return(run_query('describe history ' ~ name ~ ' limit 1').rows[0]['version']) }}
+  {{ return(incremental_joins.latest_commit(name)['version']) }}
 {% endmacro %}
 
 
