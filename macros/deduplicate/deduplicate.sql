@@ -19,29 +19,24 @@
   {%- set full = run.full_reason is not none -%}
   {%- set plan = incremental_joins.stream_plan(name, run) -%}
   {%- set pinned = none if full else incremental_joins.pinned(state, run.versions[state | string]) -%}
-  {%- set clock = [] if full else incremental_joins.dedup_stored_times(pinned, run.state_notes.get(state | string)) -%}
-  {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, incremental_joins.dedup_times_sql(clock) if clock else none) -%}
+  {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, none if full else incremental_joins.dedup_stored_times(pinned)) -%}
   {%- set folded = incremental_joins.dedup_fold(cfg, records.relation, none if full else 'select * from (' ~ pinned ~ ') as s where __ij_stream_time is null') -%}
-  {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, state, full, run, clock) -%}
+  {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, state, full, run) -%}
   {%- do stats.update({'fallback_reason': run.full_reason}) -%}
   {%- do incremental_joins.end_run('deduplicate', started_at, stats, run.versions) -%}
   {{ return({'relations': [this]}) }}
 {% endmaterialization %}
 
 {#- The stored stream time of each partition (the clock rows of the state table at its pinned
-    version, `pinned`), as rows of partition and epoch microseconds (strings), to be joined as
-    constants (dedup_times_sql): the staged records that join them then read no state table — a
-    stage that reads a table is re-planned when the run writes that table (1M benchmark,
-    2026-11-28: the state write 4.4-4.8 s with the records reading the state table, 1.9-2.4 s with
-    the constants). They come from the note the state's pinned commit carries (`note`, its user
-    metadata: a rewrite of the store records the stream times it wrote, dedup_write) without a
-    statement; without one (a MERGEd store, the run after a full refresh, a retried run, an
-    OPTIMIZE since, Databricks) from the clock rows, a query that loads the state's snapshot
-    (1.1-1.3 s in the 1M benchmark, 2026-11-30). -#}
-{% macro dedup_stored_times(pinned, note) %}
-  {%- set noted = incremental_joins.read_commit_note(note, 'incremental_joins_clock') -%}
-  {%- if noted is not none -%}{{ return(noted) }}{%- endif -%}
-  {{ return(run_query('select __ij_part, cast(unix_micros(__ij_stream_time) as string) from (' ~ pinned ~ ') as s where __ij_stream_time is not null').rows | map('list') | list) }}
+    version, `pinned`), read once and returned as constants (`part`, `stream_time`), or none when
+    there are none. As constants, the staged records that join them read no state table: a stage
+    that reads a table is re-planned when the run writes that table (1M benchmark, 2026-11-28:
+    the state write 4.4-4.8 s with the records reading the state table, 1.9-2.4 s with the
+    constants, which cost a statement of 1.3 s that loads the state's snapshot, as the fold's
+    stage did before). -#}
+{% macro dedup_stored_times(pinned) %}
+  {%- set rows = run_query('select __ij_part, cast(unix_micros(__ij_stream_time) as string) from (' ~ pinned ~ ') as s where __ij_stream_time is not null').rows -%}
+  {{ return(incremental_joins.dedup_times_sql(rows) if rows else none) }}
 {% endmacro %}
 
 {#- Stream times read to the driver (rows of partition and epoch microseconds, as strings) as a
@@ -165,7 +160,7 @@
     __ij_stream_time null) and one clock row per partition (__ij_part and __ij_stream_time; the
     dedup key columns and __ij_state null — no entry has a null key part, such records are never
     stored). Keys match null-safe, so a partition's new clock row replaces its old one. -#}
-{% macro dedup_write(cfg, stream_records, folded, plan, state, full, run, clock) %}
+{% macro dedup_write(cfg, stream_records, folded, plan, state, full, run) %}
   {%- set records = stream_records.relation -%}
   {%- set dk = incremental_joins.dedup_key_columns(cfg) -%}
   {%- set key = ['__ij_part'] + dk -%}
@@ -234,14 +229,8 @@
         first MERGE of a larger one turns them on (ensure_deletion_vectors). -#}
     {%- set replace = stored <= cfg.replace_state_below -%}
     {%- if not replace -%}{%- do incremental_joins.ensure_deletion_vectors(state) -%}{%- endif -%}
-    {#- The rewrite's commit notes the stream times it leaves in the store (the stored ones, those
-        of this run's partitions replaced), for the next run (dedup_stored_times); up to 1000
-        partitions, so that the commit stays small. -#}
-    {%- set times = {} -%}
-    {%- for part, micros in clock + new_times -%}{%- do times.update({part: micros}) -%}{%- endfor -%}
-    {%- set note = incremental_joins.commit_note('incremental_joins_clock', times.items() | map('list') | list) if replace and times | length <= 1000 else '' -%}
     {%- do incremental_joins.merge_changes(state, live, stale, key, dk + ['__ij_part', '__ij_state', '__ij_stream_time'], purge=incremental_joins.dedup_expired(cfg, 't', new_times),
-                                           replace=replace, note=note, target_version=run.versions[state | string]) -%}
+                                           replace=replace) -%}
   {%- endif -%}
   {%- do incremental_joins.inject_failure('after_index_merge') -%}
   {{ return({'mode': mode, 'rows_read': read, 'rows_inserted': written.inserted,

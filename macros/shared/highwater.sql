@@ -62,8 +62,7 @@
   {{ return({'version': version | int if version is not none else none, 'pending': pending | int if pending is not none else none}) }}
 {% endmacro %}
 
-{#- Whether commits carry notes (commit_note): the highwater's state (see above), deduplicate's
-    stream times. -#}
+{#- Whether the highwater's commits carry its state (see above). -#}
 {% macro highwater_notes() %}
   {{ return(adapter.dispatch('highwater_notes', 'incremental_joins')()) }}
 {% endmacro %}
@@ -78,8 +77,9 @@
     none: when it carries none (see above), or where commits carry none (highwater_notes). -#}
 {% macro highwater_from_history() %}
   {%- if not incremental_joins.highwater_notes() -%}{{ return(none) }}{%- endif -%}
-  {%- set note = incremental_joins.latest_commit(incremental_joins.highwater_relation())['userMetadata'] -%}
-  {{ return(incremental_joins.read_commit_note(note, 'incremental_joins_highwater')) }}
+  {%- set note = run_query('describe history ' ~ incremental_joins.highwater_relation() ~ ' limit 1').rows[0]['userMetadata'] -%}
+  {%- set parsed = fromjson(note) if note and note.startswith('{"incremental_joins_highwater"') else none -%}
+  {{ return(parsed.incremental_joins_highwater if parsed else none) }}
 {% endmacro %}
 
 {#- Record the versions this run reads as pending, before its first write. -#}
@@ -117,23 +117,7 @@
   {%- endif -%}
   {% call statement(step ~ '_highwater') -%}
     insert {{ 'overwrite' if overwrite else 'into' }} {{ incremental_joins.highwater_relation() }}
-    {{ incremental_joins.commit_note('incremental_joins_highwater', known if note else none) }}
+    {% if note %}with ('userMetadata' = {{ incremental_joins.string_literal(tojson({'incremental_joins_highwater': known})) }}){% endif %}
     values {{ values | join(', ') }}
   {%- endcall %}
-{% endmacro %}
-
-{#- The write option that makes a statement's commit carry `value` (JSON) under `name` as its
-    user metadata — `with ('userMetadata' = ...)`, right after the table of an `insert` — or ''
-    where commits carry none (highwater_notes) or with no value. -#}
-{% macro commit_note(name, value) %}
-  {%- if value is none or not incremental_joins.highwater_notes() -%}{{ return('') }}{%- endif -%}
-  {{ return("with ('userMetadata' = " ~ incremental_joins.string_literal(tojson({name: value})) ~ ")") }}
-{% endmacro %}
-
-{#- The value a commit's user metadata (`user_metadata`, from `describe history`) carries under
-    `name` (commit_note), or none. -#}
-{% macro read_commit_note(user_metadata, name) %}
-  {%- set prefix = '{"' ~ name ~ '"' -%}
-  {%- set parsed = fromjson(user_metadata) if user_metadata and user_metadata.startswith(prefix) else none -%}
-  {{ return(parsed[name] if parsed else none) }}
 {% endmacro %}

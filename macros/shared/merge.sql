@@ -23,19 +23,15 @@
     two passes (a small table still pays the MERGE's fixed cost, about 1.5 s here): the same
     change written as one `insert overwrite` of the target's rows whose key is in neither the new
     nor the stale rows and that `purge` does not delete, plus the new rows, by column name. Not change-minimal
-    (every row is rewritten), so never for an output; returns none instead of counts. It reads the
-    target as of `target_version` (the version the run pinned) when given. `note`: the commit
-    note (commit_note) the rewrite's commit carries, or '' (a MERGE carries none); Spark 4.2 drops
-    an `insert`'s write options when its query reads the target itself at its current version
-    (checked: with `version as of`, or another table, they are kept). -#}
-{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none, replace=false, target_range=none, note='', target_version=none) %}
+    (every row is rewritten), so never for an output; returns none instead of counts. -#}
+{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none, replace=false, target_range=none) %}
   {%- set name = statement_name or 'merge_' ~ target.identifier -%}
   {%- if replace -%}
     {%- set named = ['select ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ new_rows_sql ~ ') as n'] -%}
     {%- if stale_rows_sql is not none -%}{%- do named.append('select ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ stale_rows_sql ~ ') as o') -%}{%- endif -%}
     {%- call statement(name) -%}
-      insert overwrite {{ target }} {{ note }} ({{ incremental_joins.column_list(columns) }})
-      select {{ incremental_joins.column_list(columns, 't') }} from {{ target }}{{ ' version as of ' ~ target_version if target_version is not none }} as t
+      insert overwrite {{ target }} ({{ incremental_joins.column_list(columns) }})
+      select {{ incremental_joins.column_list(columns, 't') }} from {{ target }} as t
         left anti join ({{ named | join(' union all ') }}) as s on {{ incremental_joins.keys_match(keys, 't', 's') }}
         {% if purge %}where not coalesce(({{ purge }}), false){% endif %}
       union all
@@ -153,7 +149,7 @@
     zero when there is no commit after `version_before` (Delta commits nothing for a MERGE that
     changes no row). -#}
 {% macro last_write_metrics(relation, version_before) %}
-  {%- set last = incremental_joins.latest_commit(relation) -%}
+  {%- set last = run_query('describe history ' ~ relation ~ ' limit 1').rows[0] -%}
   {%- if last['version'] == version_before -%}
     {{ return({'version': version_before, 'inserted': 0, 'updated': 0, 'deleted': 0}) }}
   {%- endif -%}

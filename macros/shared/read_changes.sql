@@ -27,13 +27,8 @@
   {{ return(rows) }}
 {% endmacro %}
 
-{#- The newest commit of `name` (a row of `describe history`). -#}
-{% macro latest_commit(name) %}
-  {{ return(run_query('describe history ' ~ name ~ ' limit 1').rows[0]) }}
-{% endmacro %}
-
 {% macro latest_version(name) %}
-  {{ return(incremental_joins.latest_commit(name)['version']) }}
+  {{ return(run_query('describe history ' ~ name ~ ' limit 1').rows[0]['version']) }}
 {% endmacro %}
 
 

@@ -8,9 +8,8 @@
     or none}, 'versions': {input: version or none (no Delta history)}, 'full_reason': none or why
     this run recomputes everything, 'retry': whether it repeats an interrupted run, 'highwater':
     what read_highwater read, 'commits': {input: its commits since the consumed version, newest
-    first} for the inputs an incremental run reads at their newest version, 'state_notes': {state
-    table: the user metadata of its pinned commit} for the state tables pinned at their newest
-    commit (commit_note)}. `state` are the operator's state tables the incremental path needs. -#}
+    first} for the inputs an incremental run reads at their newest version}. `state` are the
+    operator's state tables the incremental path needs. -#}
 {% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false) %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
@@ -34,19 +33,13 @@
   {%- endfor -%}
   {#- With pin_state, the state tables are read at a pinned version too, so a retried run starts
       from the state the interrupted run started from. -#}
-  {%- set missing_state, state_notes = [], {} -%}
+  {%- set missing_state = [] -%}
   {%- for relation in state -%}
     {%- if not adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
       {%- do missing_state.append(relation.identifier) -%}
     {%- elif pin_state -%}
       {%- set pending = highwater.get(relation | string, {}).get('pending') -%}
-      {%- if pending is not none and not should_full_refresh() -%}
-        {%- do versions.update({relation | string: pending}) -%}
-      {%- else -%}
-        {%- set newest = incremental_joins.latest_commit(relation | string) -%}
-        {%- do versions.update({relation | string: newest['version']}) -%}
-        {%- do state_notes.update({relation | string: newest['userMetadata']}) -%}
-      {%- endif -%}
+      {%- do versions.update({relation | string: pending if pending is not none and not should_full_refresh() else incremental_joins.latest_version(relation | string)}) -%}
     {%- endif -%}
   {%- endfor -%}
   {%- set full_reason = none -%}
@@ -59,7 +52,7 @@
   {%- set retry = namespace(found=false) -%}
   {%- for name in versions if highwater.get(name, {}).get('pending') is not none -%}{%- set retry.found = true -%}{%- endfor -%}
   {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason, 'retry': retry.found and not should_full_refresh(), 'highwater': highwater,
-              'commits': commits if full_reason is none else {}, 'state_notes': state_notes}) }}
+              'commits': commits if full_reason is none else {}}) }}
 {% endmacro %}
 
 {#- After the writes: advance the highwater (the last write of a run), release this run's staged
