@@ -193,19 +193,31 @@ def test_worked_example(scratch_project, spark):
         assert j.output(name) == emitted[name], f"{name} after the hard delete"
     # The output keeps the Change Data Feed (SPEC property 4) and Delta's checkpoint interval;
     # tables only the package reads (state, highwater, run log) have the feed off and a
-    # checkpoint every 100 commits. Deletion vectors stay on where a MERGE writes (the output,
-    # history, buffer) and are off on the tables only appended or replaced whole (clock,
-    # highwater, run log): a table with the feature pays a second file listing on every read.
+    # checkpoint every 100 commits. Deletion vectors stay on the output (MERGEd) and are off on
+    # the package's tables — the history and buffer while they are small (a MERGE rewrites their
+    # touched files): a table with the feature pays a second file listing on every read.
     package_tables = ("stj_left__ij_history", "stj_left__ij_buffer", "stj_left__ij_clock", "stj_left__ij_highwater", "incremental_joins_run_log")
     keys = ("delta.enableChangeDataFeed", "delta.checkpointInterval", "delta.enableDeletionVectors", "delta.feature.deletionVectors")
     props = {name: tuple(tblproperties(spark, f"{j.schema}.{name}").get(k) for k in keys) for name in ("stj_left", *package_tables)}
-    assert props == {"stj_left": ("true", None, "true", "supported"),
-                     "stj_left__ij_history": ("false", "100", "true", "supported"), "stj_left__ij_buffer": ("false", "100", "true", "supported"),
-                     **{name: ("false", "100", "false", None) for name in package_tables[2:]}}
+    assert props == {"stj_left": ("true", None, "true", "supported"), **{name: ("false", "100", "false", None) for name in package_tables}}
+    # Above `incremental_joins_deletion_vectors_above` rows (here 0) the MERGE of the history and
+    # of the buffer first turns deletion vectors on, once: a new version of u, and a record that
+    # releases 13 (T2100, waiting in stj_left's buffer) and waits itself.
+    j.table(("u", T2100 + 50, "u2150"))
+    j.stream(("u", T2100 + 100, "1"))                      # 14
+    j.run(vars={"incremental_joins_deletion_vectors_above": 0})
+    for name, new in {"stj_left": {13: "s200"}, "stj_inner": {13: "s200"},     # 14 waits (grace 10)
+                      "stj_grace0": {14: "u2150"}, "stj_unversioned": {14: "u2150"}}.items():
+        emitted[name].update(new)
+        assert j.output(name) == emitted[name], f"{name} after the run that turned deletion vectors on"
+    for table in ("history", "buffer"):
+        assert tblproperties(spark, f"{j.schema}.stj_left__ij_{table}").get("delta.enableDeletionVectors") == "true", table
+        ops = [h.operation for h in spark.sql(f"describe history {j.schema}.stj_left__ij_{table}").collect()]
+        assert ops.count("SET TBLPROPERTIES") == 1 and ops[1] == "SET TBLPROPERTIES" and ops[0] == "MERGE", (table, ops)
     # The append-only highwater was compacted on the way. A pin and an advance append a row per
     # input each: 2 inputs on the first run, then also 4 state tables: 4 + 5 * 12 = 64 rows after
-    # 6 runs, so the 7th run kept the newest 6 and appended 12.
-    assert len(j.state("stj_left", "highwater")) == 6 + 12
+    # 6 runs, so the 7th run kept the newest 6 and appended 12; the 8th appended 12.
+    assert len(j.state("stj_left", "highwater")) == 6 + 12 + 12
 
 
 RANDOM_MODELS = {

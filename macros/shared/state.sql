@@ -17,9 +17,10 @@
     120 runs of a read and an append on one table: 1.63 s a run with checkpoints every 10
     commits, 1.39 s every 30, 1.28 s every 100). Outputs keep Delta's default: their readers are
     not only this package.
-    `merged`: a state table that a MERGE writes keeps deletion vectors; any other (appended or
-    replaced whole: the CombinedKey index, the highwater, the run log, a clock; deduplicate's
-    store until its first MERGE, ensure_deletion_vectors) has them off.
+    `merged`: a state table that a MERGE writes keeps deletion vectors (changelog_table's
+    sequences); any other (appended or replaced whole: the CombinedKey index, the highwater, the
+    run log, a clock; deduplicate's store and the stream-table join's history and buffer until a
+    MERGE finds them large, ensure_deletion_vectors) has them off.
     Every read of a table with the feature plans its scan twice (Delta lists the files once more
     to look for vectors, with a Spark job, even when there are none): a read of a 1M-entry index
     with 1,047 right keys took 1.2-2.0 s with the feature, 0.7-1.0 s without, 2.5-3.4 s against
