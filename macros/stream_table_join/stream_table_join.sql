@@ -266,10 +266,11 @@
   {%- set rows = 'select ' ~ incremental_joins.column_list(output_columns) ~ ' from (' ~ body ~ ') as b' -%}
   {#- The counts, and the checks that every table change and kept record has its time, before the
       first write. -#}
-  {%- set new_records, late, buffer_moves, buffer_size, emitted, dropped, changed, rejected = incremental_joins.checked_counts(
-        ['select count_if(__ij_run > 0), count_if(__ij_late), count_if(__ij_run = 0 and __ij_emit_run is not null or __ij_run > 0 and __ij_emit_run is null), count_if(__ij_emit_run is null) from ' ~ flow.candidates,
+  {%- set new_records, late, buffer_moves, emitted, dropped, changed, rejected, history_size, buffer_size = incremental_joins.checked_counts(
+        ['select count_if(__ij_run > 0), count_if(__ij_late), count_if(__ij_run = 0 and __ij_emit_run is not null or __ij_run > 0 and __ij_emit_run is null) from ' ~ flow.candidates,
          'select count(*) from ' ~ flow.emitted, 'select count_if(__ij_drop) from ' ~ flow.records,
-         'select count(*), count_if(not __ij_accepted) from ' ~ flow.changes],
+         'select count(*), count_if(not __ij_accepted) from ' ~ flow.changes,
+         'select 0, 0' if full else 'select (select count(*) from ' ~ st.history ~ '), (select count(*) from ' ~ st.buffer ~ ')'],
         [incremental_joins.rows_check(flow.changes, '__ij_ts is null', 'input ' ~ inputs.table ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.'),
          incremental_joins.rows_check(flow.records, '__ij_ts is null and not __ij_drop', 'the stream input ' ~ inputs.stream ~ " has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream.')]) -%}
   {%- if not full -%}{%- do incremental_joins.assert_output_columns(output_columns) -%}{%- endif -%}
@@ -305,13 +306,11 @@
         2026-11-30) the history's MERGE took 1.4-1.7 s less without them, the buffer's 0.8-1.4 s.
         Above `incremental_joins_deletion_vectors_above` rows (a var, default a million) the
         first MERGE turns them on (ensure_deletion_vectors), so that it marks rows instead of
-        rewriting most of a large table. The sizes are those after the run: the buffer's from the
-        counts, the history's a count of its stage (which builds the cache the MERGE reads; a
-        count of the stored tables in the counts statement cost 0.5-1 s more at 1M). -#}
+        rewriting most of a large table. -#}
     {%- set dv_above = var('incremental_joins_deletion_vectors_above', 1000000) | int -%}
     {%- if history_changes -%}
       {%- set stale = 'select h.* from ' ~ st.history ~ ' as h left anti join ' ~ history ~ ' as k on ' ~ incremental_joins.keys_match(history_key, 'h', 'k') -%}
-      {%- if incremental_joins.scalar('select count(*) from ' ~ history) > dv_above -%}{%- do incremental_joins.ensure_deletion_vectors(st.history) -%}{%- endif -%}
+      {%- if history_size > dv_above -%}{%- do incremental_joins.ensure_deletion_vectors(st.history) -%}{%- endif -%}
       {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, incremental_joins.query_columns('select * from ' ~ st.history)) -%}
     {%- endif -%}
     {%- if cfg.grace and buffer_moves > 0 -%}
