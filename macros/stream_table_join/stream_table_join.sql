@@ -303,10 +303,12 @@
     {#- The history and the buffer have no deletion vectors while they are small: a MERGE then
         rewrites the files it touches, which costs little, and every read of a table with the
         feature lists its files twice (delta_tblproperties). At 1M (the benchmark, Intel,
-        2026-11-30) the history's MERGE took 1.4-1.7 s less without them, the buffer's 0.8-1.4 s.
-        Above `incremental_joins_deletion_vectors_above` rows (a var, default a million) the
+        2026-11-30) the history's MERGE took 3.6-4.0 s without them against 4.1-5.8 s, the
+        buffer's 1.8-2.1 s against 2.5-3.1 s. Above `incremental_joins_deletion_vectors_above`
+        rows (a var, default a million; the stored tables, counted with the run's counts) the
         first MERGE turns them on (ensure_deletion_vectors), so that it marks rows instead of
-        rewriting most of a large table. -#}
+        rewriting most of a large table. Sizes taken from the run's own stages instead cost more
+        (benchmark/README.md, 157e13f). -#}
     {%- set dv_above = var('incremental_joins_deletion_vectors_above', 1000000) | int -%}
     {%- if history_changes -%}
       {%- set stale = 'select h.* from ' ~ st.history ~ ' as h left anti join ' ~ history ~ ' as k on ' ~ incremental_joins.keys_match(history_key, 'h', 'k') -%}
