@@ -326,6 +326,34 @@ def test_a_change_to_recent_keys_leaves_the_older_output_files_unread(fk):
         assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (1, 0), model
 
 
+
+def test_a_right_change_reads_only_the_index_files_that_can_hold_its_keys(fk):
+    """SPEC §2: the CombinedKey index answers which left rows reference the changed right keys,
+    and its lookup prunes files. Delta skips files by literals only, never by a join, so the run
+    names the changed right keys in its read of the index: up to 100 one by one, more by their
+    range. With the index files of the first build (foreign key r1 only) moved aside — and the
+    output's and the left input's files of those rows — a change to r2, which only rows of a
+    later run reference, runs from that later run's files alone; so does a change of 151 right
+    keys (r2 and 150 new ones, r500-r649), whose range still leaves r1 out."""
+    fk.put_right(("r1", "x"), ("r2", "y"))
+    fk.put_left(*[(f"a{i:03}", str(i), "r1") for i in range(200)])
+    fk.run()
+    fk.put_left(*[(f"b{i:03}", str(i), "r2") for i in range(10)])
+    fk.run()        # the index entries of the b rows, appended into files of their own
+    for changes, rv in ((("r2", "y2"),), "y2"), ((("r2", "y3"), *[(f"r{i}", "new") for i in range(500, 650)]), "y3"):
+        fk.put_right(*changes)
+        with ExitStack() as hidden:
+            for relation, where in [(f"{fk.schema}.{m}__ij_index", "__ij_fk1 = 'r1'") for m in ("fk_inner", "fk_left")] + \
+                                   [(f"{fk.schema}.{t}", "k < 'b'") for t in ("fk_inner", "fk_left", "lhs")]:
+                hidden.enter_context(files_hidden(fk.spark, relation, where))
+            fk.run()
+        expected = {**{f"a{i:03}": (str(i), "r1", "x") for i in range(200)},
+                    **{f"b{i:03}": (str(i), "r2", rv) for i in range(10)}}
+        for model in ("fk_inner", "fk_left"):
+            assert fk.output(model) == expected, (model, rv)
+            log = fk.last_run_log(model)
+            assert (log["mode"], log["fan_out"]) == ("incremental", 10), (model, rv)
+
 TYPED_KEYS_MODEL = """
 {{ config(materialized='foreign_key_join', join_type='left', foreign_key='fk', right_key='rk',
           left_key=KEY, full_recompute_above=10) }}
