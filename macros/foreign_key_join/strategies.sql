@@ -72,7 +72,9 @@
     which Delta skips by file. More keys: their range (key_range). Only the foreign-key columns
     whose type is the right key's and which key_range bounds take part; none when no column does,
     `false` when no key can match (none left or a null part: the match is `=`). Two statements:
-    the types, and one aggregate over the staged keys. -#}
+    the types, and one aggregate over the staged keys, always run: it is the first read of a
+    lazily staged `right_keys`, so it fills the stage and Spark knows its size when it plans the
+    lookup (a broadcast of the keys into the scan of the index). -#}
 {% macro fk_literals(cfg, index, right_keys, alias) %}
   {%- set fk = incremental_joins.fk_columns(cfg) -%}
   {%- set types = incremental_joins.query_schema('select ' ~ incremental_joins.column_list(cfg.right_key, 'r') ~ ', ' ~ incremental_joins.column_list(fk, 'i') ~ ' from ' ~ right_keys ~ ' as r cross join ' ~ index ~ ' as i') | map('last') | list -%}
@@ -86,14 +88,17 @@
       {%- do columns.append(adapter.quote(rk) ~ ' as ' ~ fk[loop.index0]) -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- if not bounded -%}{{ return(none) }}{%- endif -%}
-  {%- set keys = 'select ' ~ columns | join(', ') ~ ' from ' ~ right_keys ~ ' where ' ~ present | join(' and ') -%}
+  {%- set keys = 'select ' ~ (columns | join(', ') if columns else '1 as __ij_one') ~ ' from ' ~ right_keys ~ ' where ' ~ present | join(' and ') -%}
   {%- set texts = [] -%}
   {%- for name, type in bounded -%}{%- do texts.append(('cast(unix_micros(' ~ name ~ ') as string)') if type == 'timestamp' else ('cast(' ~ name ~ ' as string)')) -%}{%- endfor -%}
   {%- set limit = 100 -%}
-  {%- set row = run_query(incremental_joins.one_row(['select count(*), ' ~ incremental_joins.key_range_sql(bounded) ~ ' from (' ~ keys ~ ') as k',
-        'select to_json(collect_list(array(' ~ texts | join(', ') ~ '))) from (select * from (' ~ keys ~ ') as k limit ' ~ (limit + 1) ~ ') as k'])).rows[0] -%}
+  {%- set queries = ['select count(*)' ~ (', ' ~ incremental_joins.key_range_sql(bounded) if bounded else '') ~ ' from (' ~ keys ~ ') as k'] -%}
+  {%- if bounded -%}
+    {%- do queries.append('select to_json(collect_list(array(' ~ texts | join(', ') ~ '))) from (select * from (' ~ keys ~ ') as k limit ' ~ (limit + 1) ~ ') as k') -%}
+  {%- endif -%}
+  {%- set row = run_query(incremental_joins.one_row(queries)).rows[0] -%}
   {%- if row[0] == 0 -%}{{ return('false') }}{%- endif -%}
+  {%- if not bounded -%}{{ return(none) }}{%- endif -%}
   {%- if row[0] > limit -%}{{ return(incremental_joins.key_range(bounded, row[1], alias)) }}{%- endif -%}
   {%- set values = fromjson(row[2]) -%}
   {%- set ins, ors = [], [] -%}
@@ -201,7 +206,8 @@
     {%- do parts.append('select ' ~ incremental_joins.column_list(lk) ~ ', true as left_change, false as fan_out from ' ~ changed_left) -%}
   {%- endif -%}
   {%- if right_changed -%}
-    {%- set changed_right = incremental_joins.stage('changed_right', incremental_joins.changed_keys_sql(R, cfg.right_key, plans[R], consumed[R], versions[R]), eager=true) -%}
+    {#- Staged lazily: the fan-out's first read of the index (fk_literals) fills it. -#}
+    {%- set changed_right = incremental_joins.stage('changed_right', incremental_joins.changed_keys_sql(R, cfg.right_key, plans[R], consumed[R], versions[R])) -%}
     {%- do parts.append('select ' ~ incremental_joins.column_list(lk) ~ ', false as left_change, true as fan_out from (' ~ incremental_joins.current_index_entries(cfg, index, changed_right, 'fan_out_entries') ~ ') as i') -%}
   {%- endif -%}
   {%- set affected = incremental_joins.stage('affected_left', 'select ' ~ incremental_joins.column_list(lk) ~ ', max(left_change) as left_change, max(fan_out) as fan_out from (' ~ parts | join(' union all ') ~ ') as a group by all') -%}
