@@ -90,7 +90,7 @@
   {%- endfor -%}
   {%- set keys = 'select ' ~ (columns | join(', ') if columns else '1 as __ij_one') ~ ' from ' ~ right_keys ~ ' where ' ~ present | join(' and ') -%}
   {%- set texts = [] -%}
-  {%- for name, type in bounded -%}{%- do texts.append(('cast(unix_micros(' ~ name ~ ') as string)') if type == 'timestamp' else ('cast(' ~ name ~ ' as string)')) -%}{%- endfor -%}
+  {%- for name, type in bounded -%}{%- do texts.append(incremental_joins.literal_text(name, type)) -%}{%- endfor -%}
   {%- set limit = 100 -%}
   {%- set queries = ['select count(*)' ~ (', ' ~ incremental_joins.key_range_sql(bounded) if bounded else '') ~ ' from (' ~ keys ~ ') as k'] -%}
   {%- if bounded -%}

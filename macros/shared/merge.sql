@@ -86,8 +86,7 @@
   {%- set parts = [] -%}
   {%- for name, type in schema if incremental_joins.literal_affixes(type) is not none -%}
     {%- set c = adapter.quote(name) -%}
-    {%- set v = 'unix_micros(' ~ c ~ ')' if type == 'timestamp' else c -%}
-    {%- do parts.append(incremental_joins.string_literal(name) ~ ", named_struct('lo', cast(min(" ~ v ~ ") as string), 'hi', cast(max(" ~ v ~ ") as string), 'nulls', count(*) > count(" ~ c ~ "))") -%}
+    {%- do parts.append(incremental_joins.string_literal(name) ~ ", named_struct('lo', " ~ incremental_joins.literal_text('min(' ~ c ~ ')', type) ~ ", 'hi', " ~ incremental_joins.literal_text('max(' ~ c ~ ')', type) ~ ", 'nulls', count(*) > count(" ~ c ~ "))") -%}
   {%- endfor -%}
   {{ return('to_json(named_struct(' ~ parts | join(', ') ~ '))' if parts else "'{}'") }}
 {% endmacro %}
@@ -117,6 +116,12 @@
                      'date': ["date'", "'"], 'timestamp': ["timestamp'", "Z'"], 'timestamp_ntz': ["timestamp_ntz'", "'"]} -%}
   {%- if type in affixes -%}{{ return(affixes[type]) }}{%- endif -%}
   {{ return(['', 'BD'] if modules.re.fullmatch('decimal\\(\\d+,\\d+\\)', type) else none) }}
+{% endmacro %}
+
+{#- The text of a key value (the SQL expression `value`, of `type`) that typed_literal turns back
+    into a literal: timestamps as microseconds since the epoch, other values as strings. -#}
+{% macro literal_text(value, type) %}
+  {{ return('cast(' ~ ('unix_micros(' ~ value ~ ')' if type == 'timestamp' else value) ~ ' as string)') }}
 {% endmacro %}
 
 {% macro typed_literal(value, type) %}
