@@ -230,14 +230,22 @@ RANDOM_MODELS = {
 def random_history(rng: random.Random, runs: int) -> list:
     """Runs of (table commits, stream commits) with time moving forward: table changes up to 80 s
     old (some beyond the horizon) and tombstones; records up to 40 s old (some late), null keys,
-    null values."""
-    now, out = 100, []
-    for _ in range(runs):
+    null values. Whatever the seed, the middle run ends its table commits with a change of `a`
+    61 s older than the table's newest time, behind the horizon of a 60 s retention (ignored by
+    the versioned models; the unversioned one takes it as `a`'s latest value)."""
+    now, out, newest = 100, [], 0
+    for run in range(runs):
         table_commits, stream_commits = [], []
         for _ in range(rng.randint(0, 2)):
             now += rng.randint(0, 15)
             keys = rng.sample(["a", "b", "c"], rng.randint(1, 3))
             table_commits.append([(k, now + rng.randint(-80, 10), None if rng.random() < 0.15 else f"{k}{rng.randint(0, 99)}") for k in keys])
+        newest = max([newest] + [ts for commit in table_commits for _, ts, _ in commit])
+        if run == runs // 2:
+            if not newest:   # no table time yet: one first, so that there is a horizon
+                newest = now
+                table_commits.append([("b", newest, "b_now")])
+            table_commits.append([("a", newest - 61, "a_old")])
         for _ in range(rng.randint(1, 2)):
             now += rng.randint(0, 15)
             stream_commits.append([(rng.choice(["a", "b", "c", "d", None]), now + rng.randint(-40, 10), None if rng.random() < 0.1 else "1")
