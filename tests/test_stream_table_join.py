@@ -231,8 +231,9 @@ def random_history(rng: random.Random, runs: int) -> list:
     """Runs of (table commits, stream commits) with time moving forward: table changes up to 80 s
     old (some beyond the horizon) and tombstones; records up to 40 s old (some late), null keys,
     null values. Whatever the seed, the middle run ends its table commits with a change of `a`
-    61 s older than the table's newest time, behind the horizon of a 60 s retention (ignored by
-    the versioned models; the unversioned one takes it as `a`'s latest value)."""
+    older than the table's newest time by more than the models' retention, behind the horizon
+    (ignored by the versioned models; the unversioned one takes it as `a`'s latest value)."""
+    behind = max(retention for _, (_, retention, _) in RANDOM_MODELS.values() if retention) + 1
     now, out, newest = 100, [], 0
     for run in range(runs):
         table_commits, stream_commits = [], []
@@ -245,7 +246,7 @@ def random_history(rng: random.Random, runs: int) -> list:
             if not newest:   # no table time yet: one first, so that there is a horizon
                 newest = now
                 table_commits.append([("b", newest, "b_now")])
-            table_commits.append([("a", newest - 61, "a_old")])
+            table_commits.append([("a", newest - behind, "a_old")])
         for _ in range(rng.randint(1, 2)):
             now += rng.randint(0, 15)
             stream_commits.append([(rng.choice(["a", "b", "c", "d", None]), now + rng.randint(-40, 10), None if rng.random() < 0.1 else "1")
