@@ -3,7 +3,9 @@
     `new_rows_sql` holds the target's rows for a region of keys, as they must be now;
     `stale_rows_sql` the target rows of that region that must go (their key is absent from the
     new rows). A row is updated only when some value differs (null-safe), so the target's Change
-    Data Feed shows exactly the rows whose value changed. Keys match with `<=>`, so null key
+    Data Feed shows exactly the rows whose value changed. Its price: to test it Delta reads every
+    column of the touched files' rows, not only the key (at 10M rows, 1% spread changes, the
+    rewrite phase 12.7 s against 10.2 s unconditional; benchmark/README.md, 12-01). Keys match with `<=>`, so null key
     parts (an outer join's missing side) are keys like any other.
 
     `broadcast`: the caller knows the source is small (its bound, not Spark's guess: Delta
