@@ -536,13 +536,20 @@ def merge(previous: dict | None, current: dict) -> dict:
     """The current run's rows replace the previous rows of the same operator, size and fraction;
     other rows stay, with the runs that measured them (a 10M run need not repeat the 1M one, a
     round at 10M and 50% the 10M rounds before it, a run of one operator the others). A previous
-    run keeps the sizes it still has measured rounds of (setup rows, fraction 0, do not count) and
-    is dropped with none. What describes a run (date, commit, ...) lives in `runs` only."""
+    run keeps the sizes and the operators it still has measured rounds of (setup rows, fraction 0,
+    do not count) and is dropped with none. What describes a run (date, commit, ...) lives in
+    `runs` only."""
     replaced = {(r["operator"], r["size"], r["fraction"]) for r in current["rows"]}
     rows = [r for r in (previous or {}).get("rows", []) if (r["operator"], r["size"], r["fraction"]) not in replaced]
-    left = {(r["size"], r["fraction"]) for r in rows}
-    runs = [{**r, "sizes": rest} for r in runs_of(previous)
-            if (rest := [s for s in r["sizes"] if any((s, f) in left for f in r["fractions"])])] if previous else []
+    left = {(r["operator"], r["size"], r["fraction"]) for r in rows}
+    runs = []
+    for run in runs_of(previous) if previous else []:
+        kept = {(o, s) for (o, s, f) in left if s in run["sizes"] and f in run["fractions"]
+                and o in run.get("operators", [o])}
+        if kept:
+            runs.append({**run, "sizes": [s for s in run["sizes"] if any(k[1] == s for k in kept)],
+                         **({"operators": [o for o in run["operators"] if any(k[0] == o for k in kept)]}
+                            if "operators" in run else {})})
     runs += runs_of(current)
     return {"sizes": sorted({s for r in runs for s in r["sizes"]}),
             "fractions": sorted({f for r in runs for f in r["fractions"]}), "runs": runs, "rows": rows + current["rows"]}

@@ -199,6 +199,16 @@ def test_a_run_of_one_size_replaces_only_that_size_in_the_results(tmp_path):
     both = benchmark.merge(fifty, {**dedup, "runs": [dedup], "rows": [{**fk(10000, 0.5, "incremental", 12.0), "operator": "deduplicate"}]})
     assert [(r["operator"], r["seconds"]) for r in both["rows"] if r["fraction"] == 0.5] == [("foreign_key_join", 40.0), ("deduplicate", 12.0)]
     assert [r["commit"] for r in both["runs"]] == ["aaa", "bbb", "ccc", "ddd"]
+    # A run of one operator that replaces every row of that operator an earlier run of two measured:
+    # the earlier run stays for the other operator only, and the report says so.
+    pair = {**late, "commit": "eee", "fractions": [0.2], "operators": ["foreign_key_join", "deduplicate"]}
+    two = benchmark.merge(both, {**pair, "runs": [pair], "rows": [fk(10000, 0.2, "incremental", 50.0),
+                                                                 {**fk(10000, 0.2, "incremental", 13.0), "operator": "deduplicate"}]})
+    solo = {**late, "commit": "fff", "fractions": [0.2], "operators": ["deduplicate"]}
+    after = benchmark.merge(two, {**solo, "runs": [solo], "rows": [{**fk(10000, 0.2, "incremental", 11.0), "operator": "deduplicate"}]})
+    assert [(r["commit"], r["operators"]) for r in after["runs"]][-2:] == [("eee", ["foreign_key_join"]), ("fff", ["deduplicate"])]
+    assert [(r["operator"], r["seconds"]) for r in after["rows"] if r["fraction"] == 0.2] == [("foreign_key_join", 50.0), ("deduplicate", 11.0)]
+    assert "- 10k rows at 20% (foreign_key_join): run 2026-11-22 10:00 UTC on m" in report.run_lines(after)[-2]
 
 
 def dbt_event(name, at, model, sql=""):
