@@ -544,12 +544,11 @@ def merge(previous: dict | None, current: dict) -> dict:
     left = {(r["operator"], r["size"], r["fraction"]) for r in rows}
     runs = []
     for run in runs_of(previous) if previous else []:
-        kept = {(o, s) for (o, s, f) in left if s in run["sizes"] and f in run["fractions"]
-                and o in run.get("operators", [o])}
+        kept = [(o, s) for (o, s, f) in left if o in run["operators"] and s in run["sizes"] and f in run["fractions"]]
         if kept:
-            runs.append({**run, "sizes": [s for s in run["sizes"] if any(k[1] == s for k in kept)],
-                         **({"operators": [o for o in run["operators"] if any(k[0] == o for k in kept)]}
-                            if "operators" in run else {})})
+            operators, sizes = (set(x) for x in zip(*kept))
+            runs.append({**run, "sizes": [s for s in run["sizes"] if s in sizes],
+                         "operators": [o for o in run["operators"] if o in operators]})
     runs += runs_of(current)
     return {"sizes": sorted({s for r in runs for s in r["sizes"]}),
             "fractions": sorted({f for r in runs for f in r["fractions"]}), "runs": runs, "rows": rows + current["rows"]}
