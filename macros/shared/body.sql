@@ -6,8 +6,17 @@
 
 {#- A stream input (append-only; SPEC §0): `select ... from {{ incremental_joins.stream(ref('events')) }}`.
     Each run, the body sees the input's new records with Delta's `_ij_commit_version` and
-    `_ij_commit_timestamp` columns (the arrival order). -#}
-{% macro stream(relation) %}/*ij:stream*/ {{ relation }}{% endmacro %}
+    `_ij_commit_timestamp` columns (the arrival order). A dbt unit test of a model that reads a
+    stream this way (deduplicate, changelog_table) is refused: its rows are not a select of them. -#}
+{% macro stream(relation) %}
+  {%- if execute and incremental_joins.unit_tested_config() is not none -%}
+    {%- set msg -%}
+{{ model.name }} (a unit test of {{ model.tested_node_unique_id.split('.')[-1] }}): a dbt unit test runs the model's SQL once, as a plain select over the given rows, but a {{ incremental_joins.config_value('materialized') }} model's rows come from a fold over its stream in arrival order, started from the state its earlier runs stored — which that select does not compute, so the test could only check the rows before it. Test the built model instead, with data tests: incremental_joins.equal_rowsets against expected rows, incremental_joins.equals_full_recompute. foreign_key_join and stream_table_join models can be unit tested.
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
+  /*ij:stream*/ {{ relation }}
+{%- endmacro %}
 
 {#- {side: relation name} for the markers `sides` found in the compiled SQL; `usage` shows how
     the body is written, for the error when one is missing. -#}

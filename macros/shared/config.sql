@@ -4,11 +4,33 @@
 {#- Package keys may sit in `config(...)` or, to keep dbt >= 1.10 on Databricks from warning about
     unknown config keys, under `config(meta={...})`; meta wins when both are given. -#}
 {% macro config_value(key, default=none) %}
+  {%- set tested = incremental_joins.unit_tested_config() -%}
+  {%- if tested is not none -%}
+    {%- set value = (tested.get('meta') or {}).get(key) -%}
+    {{ return(tested.get(key, default) if value is none else value) }}
+  {%- endif -%}
   {%- set value = none -%}
   {%- if config.meta_get is defined -%}{%- set value = config.meta_get(key) -%}{%- endif -%}
   {%- if value is none -%}{%- set value = config.get(key, default) -%}{%- endif -%}
   {{ return(value) }}
 {% endmacro %}
+
+{#- The tested model's config() arguments in a dbt unit test (`unit_tests:`); none elsewhere. A
+    unit test compiles the model's SQL for a node of its own, whose config is the test's
+    (materialized 'unit'), and without the project's other nodes: so the arguments of the model's
+    `config(...)` call are rendered again from its SQL (config set in YAML or dbt_project.yml is not
+    seen there). -#}
+{% macro unit_tested_config() %}
+  {%- if not (model is mapping and model.get('resource_type') == 'unit_test') -%}{{ return(none) }}{%- endif -%}
+  {%- set memo = model.setdefault('incremental_joins_unit_config', {}) -%}
+  {%- if 'config' not in memo -%}
+    {%- set call = modules.re.search('\\{\\{-?\\s*config\\s*\\((.*?)\\)\\s*-?\\}\\}', model.get('raw_code', ''), modules.re.S) -%}
+    {%- do memo.update({'config': fromjson(render('{{ incremental_joins.unit_config_json(' ~ call.group(1) ~ ') }}')) if call else {}}) -%}
+  {%- endif -%}
+  {{ return(memo.config) }}
+{% endmacro %}
+
+{% macro unit_config_json() %}{{ return(tojson(kwargs)) }}{% endmacro %}
 
 {% macro _as_list(value) %}
   {%- if value is none -%}{{ return([]) }}
@@ -26,7 +48,7 @@
 {% macro require_config(key) %}
   {%- set value = incremental_joins._as_list(incremental_joins.config_value(key)) -%}
   {%- if value | length == 0 -%}
-    {{ incremental_joins.config_error(key, none, 'is required by the ' ~ config.get('materialized') ~ ' materialization', "set it in the model's config(), e.g. " ~ key ~ "='id' or " ~ key ~ "=['a', 'b']") }}
+    {{ incremental_joins.config_error(key, none, 'is required by the ' ~ incremental_joins.config_value('materialized') ~ ' materialization', "set it in the model's config(), e.g. " ~ key ~ "='id' or " ~ key ~ "=['a', 'b']") }}
   {%- endif -%}
   {{ return(value) }}
 {% endmacro %}

@@ -53,7 +53,8 @@
         from {{ incremental_joins.as_of_join(ref('orders'), ref('prices')) }}
 
     Run as it is, the body joins the table's current rows; the materialization puts the emitted
-    records and the table version each one looked up in place of the two relations. -#}
+    records and the table version each one looked up in place of the two relations. In a dbt unit
+    test it is one run over the given rows (stj_unit_test_join). -#}
 {% macro as_of_join(stream, table, stream_alias='s', table_alias='t') %}
   {%- if not execute -%}{{ return(stream ~ ' as ' ~ stream_alias ~ ' cross join ' ~ table ~ ' as ' ~ table_alias) }}{%- endif -%}
   {%- set cfg = incremental_joins.stream_table_join_config() -%}
@@ -61,9 +62,46 @@
   {%- for k in cfg.key -%}
     {%- do on.append(stream_alias ~ '.' ~ adapter.quote(k) ~ ' = ' ~ table_alias ~ '.' ~ adapter.quote(cfg.table_key[loop.index0])) -%}
   {%- endfor -%}
+  {%- if incremental_joins.unit_tested_config() is not none -%}
+    {{ return(incremental_joins.stj_unit_test_join(cfg, stream, table, stream_alias, table_alias, on)) }}
+  {%- endif -%}
   /*ij:stream*/ {{ stream }} as {{ stream_alias }}
   {{ 'left outer' if cfg.join_type == 'left' else 'inner' }} join /*ij:table*/ {{ table }} as {{ table_alias }}
     on /*ij:on {{ stream_alias }} {{ table_alias }}*/ {{ on | join(' and ') }} /*ij:end*/
+{% endmacro %}
+
+{#- as_of_join in a dbt unit test (`unit_tests:`): one run from empty state over the given rows,
+    as one select (SPEC §4). The table's rows are its keys' only versions (a row flagged by
+    `table_deleted` is a delete); the stream's records are dropped when their value is null (every
+    column but the key, event time and arrival order; or `value_columns`) or, in an inner join,
+    their key is; with a grace period only the records at or before the run's stream time minus
+    the grace period are emitted (the later ones stay buffered); each joins its key's row as of
+    its event time (versioned: the row if its `table_time` is not after it) or, unversioned, the
+    key's row. -#}
+{% macro stj_unit_test_join(cfg, stream, table, s, t, on) %}
+  {%- set fixed = (cfg.key + [cfg.event_time, cfg.arrival_order or '']) | map('lower') | list -%}
+  {%- set ns = namespace(drop={}) -%}
+  {%- for alias in ['__r', '__m'] -%}
+    {%- if cfg.value_columns -%}
+      {%- set nulls = [] -%}
+      {%- for c in cfg.value_columns -%}{%- do nulls.append(alias ~ '.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
+      {%- set drop = ['(' ~ nulls | join(' and ') ~ ')'] -%}
+    {%- else -%}
+      {%- set values = "map_filter(from_json(to_json(struct(" ~ alias ~ ".*), map('ignoreNullFields', 'false')), 'map<string, string>'), (k, v) -> lower(k) not in ('" ~ fixed | join("', '") ~ "'))" -%}
+      {%- set drop = ['(size(' ~ values ~ ') > 0 and forall(map_values(' ~ values ~ '), v -> v is null))'] -%}
+    {%- endif -%}
+    {%- if cfg.join_type == 'inner' -%}
+      {%- for k in cfg.key -%}{%- do drop.append(alias ~ '.' ~ adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
+    {%- endif -%}
+    {%- do ns.drop.update({alias: drop | join(' or ')}) -%}
+  {%- endfor -%}
+  {%- set et = adapter.quote(cfg.event_time) -%}
+  {%- set emitted = ' and __r.' ~ et ~ ' <= (select max(__m.' ~ et ~ ') from ' ~ stream ~ ' as __m where not (' ~ ns.drop['__m'] ~ ')) - ' ~ cfg.grace.sql if cfg.grace else '' -%}
+  {%- set as_of = ' and ' ~ t ~ '.' ~ adapter.quote(cfg.table_time) ~ ' <= ' ~ s ~ '.' ~ et if cfg.retention else '' -%}
+  {%- set live = 'where not coalesce(' ~ cfg.table_deleted ~ ', false)' if cfg.table_deleted else '' -%}
+  {{ return('(select * from ' ~ stream ~ ' as __r where not (' ~ ns.drop['__r'] ~ ')' ~ emitted ~ ') as ' ~ s
+            ~ (' left outer' if cfg.join_type == 'left' else ' inner') ~ ' join (select * from ' ~ table ~ ' as __v ' ~ live ~ ') as ' ~ t
+            ~ ' on ' ~ on | join(' and ') ~ as_of) }}
 {% endmacro %}
 
 {#- The cuts this run computes: {'sql': rows (run, stream_version, table_version) numbered from

@@ -52,9 +52,11 @@ def main(argv: list[str]) -> int:
         rows, version, cdf = _table_facts(spark, relation) if node.config.materialized != "view" else ("-", "-", "-")
         print(f"{node.name:<36} {node.config.materialized:<18} {str(r.status):<8} {rows:>6} "
               f"{version:>7} {cdf:>5} {r.execution_time:>6.1f}")
-    tests = [r for r in test.result.results if r.node.resource_type == "test"]
+    tests = [r for r in test.result.results if r.node.resource_type in ("test", "unit_test")]
     outcomes = [str(r.status) for r in tests]
-    print(f"\ndbt test: {outcomes.count('pass')} passed, {len(outcomes) - outcomes.count('pass')} failed")
+    units = sum(r.node.resource_type == "unit_test" for r in tests)
+    print(f"\ndbt test: {outcomes.count('pass')} passed, {len(outcomes) - outcomes.count('pass')} failed "
+          f"({units} of them unit tests)")
     for r in tests:
         if str(r.status) != "pass":
             print(f"  {r.status}: {r.node.name}: {r.message}")
