@@ -6,13 +6,11 @@
 {% macro config_value(key, default=none) %}
   {%- set tested = incremental_joins.unit_tested_config() -%}
   {%- if tested is not none -%}
-    {%- set value = (tested.get('meta') or {}).get(key) -%}
-    {{ return(tested.get(key, default) if value is none else value) }}
+    {%- set meta, top = (tested.get('meta') or {}).get(key), tested.get(key, default) -%}
+  {%- else -%}
+    {%- set meta, top = (config.meta_get(key) if config.meta_get is defined else none), config.get(key, default) -%}
   {%- endif -%}
-  {%- set value = none -%}
-  {%- if config.meta_get is defined -%}{%- set value = config.meta_get(key) -%}{%- endif -%}
-  {%- if value is none -%}{%- set value = config.get(key, default) -%}{%- endif -%}
-  {{ return(value) }}
+  {{ return(top if meta is none else meta) }}
 {% endmacro %}
 
 {#- The tested model's config() arguments in a dbt unit test (`unit_tests:`); none elsewhere. A

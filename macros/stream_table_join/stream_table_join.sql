@@ -72,35 +72,19 @@
 
 {#- as_of_join in a dbt unit test (`unit_tests:`): one run from empty state over the given rows,
     as one select (SPEC §4). The table's rows are its keys' only versions (a row flagged by
-    `table_deleted` is a delete); the stream's records are dropped when their value is null (every
-    column but the key, event time and arrival order; or `value_columns`) or, in an inner join,
-    their key is; with a grace period only the records at or before the run's stream time minus
-    the grace period are emitted (the later ones stay buffered); each joins its key's row as of
-    its event time (versioned: the row if its `table_time` is not after it) or, unversioned, the
+    `table_deleted` is a delete); the stream's records are dropped as a run drops them
+    (stj_dropped); with a grace period only the kept records at or before the run's stream time
+    minus the grace period are emitted (the later ones stay buffered); each joins its key's row as
+    of its event time (versioned: the row if its `table_time` is not after it) or, unversioned, the
     key's row. -#}
 {% macro stj_unit_test_join(cfg, stream, table, s, t, on) %}
-  {%- set fixed = (cfg.key + [cfg.event_time, cfg.arrival_order or '']) | map('lower') | list -%}
-  {%- set ns = namespace(drop={}) -%}
-  {%- for alias in ['__r', '__m'] -%}
-    {%- if cfg.value_columns -%}
-      {%- set nulls = [] -%}
-      {%- for c in cfg.value_columns -%}{%- do nulls.append(alias ~ '.' ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
-      {%- set drop = ['(' ~ nulls | join(' and ') ~ ')'] -%}
-    {%- else -%}
-      {%- set values = "map_filter(from_json(to_json(struct(" ~ alias ~ ".*), map('ignoreNullFields', 'false')), 'map<string, string>'), (k, v) -> lower(k) not in ('" ~ fixed | join("', '") ~ "'))" -%}
-      {%- set drop = ['(size(' ~ values ~ ') > 0 and forall(map_values(' ~ values ~ '), v -> v is null))'] -%}
-    {%- endif -%}
-    {%- if cfg.join_type == 'inner' -%}
-      {%- for k in cfg.key -%}{%- do drop.append(alias ~ '.' ~ adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
-    {%- endif -%}
-    {%- do ns.drop.update({alias: drop | join(' or ')}) -%}
-  {%- endfor -%}
   {%- set et = adapter.quote(cfg.event_time) -%}
-  {%- set emitted = ' and __r.' ~ et ~ ' <= (select max(__m.' ~ et ~ ') from ' ~ stream ~ ' as __m where not (' ~ ns.drop['__m'] ~ ')) - ' ~ cfg.grace.sql if cfg.grace else '' -%}
+  {%- set kept = '(select * from ' ~ stream ~ ' as __r where not (' ~ incremental_joins.stj_dropped(cfg, none, '__r') ~ '))' -%}
+  {%- set emitted = ' where ' ~ et ~ ' <= (select max(' ~ et ~ ') from ' ~ kept ~ ' as __m) - ' ~ cfg.grace.sql if cfg.grace else '' -%}
   {%- set as_of = ' and ' ~ t ~ '.' ~ adapter.quote(cfg.table_time) ~ ' <= ' ~ s ~ '.' ~ et if cfg.retention else '' -%}
-  {%- set live = 'where not coalesce(' ~ cfg.table_deleted ~ ', false)' if cfg.table_deleted else '' -%}
-  {{ return('(select * from ' ~ stream ~ ' as __r where not (' ~ ns.drop['__r'] ~ ')' ~ emitted ~ ') as ' ~ s
-            ~ (' left outer' if cfg.join_type == 'left' else ' inner') ~ ' join (select * from ' ~ table ~ ' as __v ' ~ live ~ ') as ' ~ t
+  {%- set live = ' where not coalesce(' ~ cfg.table_deleted ~ ', false)' if cfg.table_deleted else '' -%}
+  {{ return('(select * from ' ~ kept ~ ' as __k' ~ emitted ~ ') as ' ~ s
+            ~ (' left outer' if cfg.join_type == 'left' else ' inner') ~ ' join (select * from ' ~ table ~ ' as __v' ~ live ~ ') as ' ~ t
             ~ ' on ' ~ on | join(' and ') ~ as_of) }}
 {% endmacro %}
 
@@ -180,6 +164,28 @@
   {{ return(incremental_joins.stage('changes', changes)) }}
 {% endmacro %}
 
+{#- Whether a stream record is dropped (SPEC §4): its value is null — every one of
+    `value_columns`, else every column of `columns` but the key, the event time and the arrival
+    order — or, in an inner join, its key is. With `columns` none (a dbt unit test, whose given
+    rows cannot be described apart from its query), the columns are those of the row `alias`
+    itself. Columns qualified by `alias` when given. -#}
+{% macro stj_dropped(cfg, columns, alias=none) %}
+  {%- set q = alias ~ '.' if alias else '' -%}
+  {%- set fixed = (cfg.key + [cfg.event_time, cfg.arrival_order or '', '_ij_commit_version', '_ij_commit_timestamp']) | map('lower') | list -%}
+  {%- if cfg.value_columns or columns is not none -%}
+    {%- set nulls = [] -%}
+    {%- for c in cfg.value_columns or columns if cfg.value_columns or c | lower not in fixed -%}{%- do nulls.append(q ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
+    {%- set drop = ['(' ~ (nulls | join(' and ') or 'false') ~ ')'] -%}
+  {%- else -%}
+    {%- set values = "map_filter(from_json(to_json(struct(" ~ q ~ "*), map('ignoreNullFields', 'false')), 'map<string, string>'), (k, v) -> lower(k) not in ('" ~ fixed | join("', '") ~ "'))" -%}
+    {%- set drop = ['(size(' ~ values ~ ') > 0 and forall(map_values(' ~ values ~ '), v -> v is null))'] -%}
+  {%- endif -%}
+  {%- if cfg.join_type == 'inner' -%}
+    {%- for k in cfg.key -%}{%- do drop.append(q ~ adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
+  {%- endif -%}
+  {{ return(drop | join(' or ')) }}
+{% endmacro %}
+
 {#- The stream's new records in arrival order (__ij_rid), with their event time (__ij_ts), cut
     (__ij_run), whether they are dropped (a null value; a null key in an inner join) and, among
     the kept ones, whether they are late (event time before stream time minus the grace period;
@@ -194,18 +200,11 @@
   {%- for key, column in [('event_time', cfg.event_time), ('arrival_order', cfg.arrival_order)] + zip(['key'] * cfg.key | length, cfg.key) | list + zip(['value_columns'] * cfg.value_columns | length, cfg.value_columns) | list if column and column | lower not in lowered -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the stream input ' ~ name ~ ' (' ~ columns | join(', ') ~ ')', 'name one of those columns') }}
   {%- endfor -%}
-  {%- set fixed = (cfg.key + [cfg.event_time, cfg.arrival_order or '', '_ij_commit_version', '_ij_commit_timestamp']) | map('lower') | list -%}
-  {%- set nulls = [] -%}
-  {%- for c in cfg.value_columns or columns if cfg.value_columns or c | lower not in fixed -%}{%- do nulls.append(adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
-  {%- set drop = ['(' ~ (nulls | join(' and ') or 'false') ~ ')'] -%}
-  {%- if cfg.join_type == 'inner' -%}
-    {%- for k in cfg.key -%}{%- do drop.append(adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
-  {%- endif -%}
   {%- set numbered -%}
     select r.*, {{ adapter.quote(cfg.event_time) }} as __ij_ts,
       cast(row_number() over (order by {{ incremental_joins.arrival_order_by(cfg, schema, 'r') }}) as bigint) as __ij_rid,
       {{ incremental_joins.stj_cut_of(cuts, 'stream', 'r._ij_commit_version') }} as __ij_run,
-      {{ drop | join(' or ') }} as __ij_drop
+      {{ incremental_joins.stj_dropped(cfg, columns) }} as __ij_drop
     from ({{ body }}) as r
   {%- endset -%}
   {%- set late = ('coalesce(__ij_ts < greatest(' ~ st0 ~ ', max(case when not __ij_drop then __ij_ts end) over (order by __ij_rid rows between unbounded preceding and 1 preceding)) - ' ~ cfg.grace.sql ~ ', false)') if cfg.grace else 'false' -%}
