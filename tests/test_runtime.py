@@ -53,6 +53,56 @@ def test_incremental_rerun_merges_only_new_and_changed_rows(built, spark):
     assert history[0]["operation"] == "MERGE"
 
 
+OPERATOR_MODELS = ["orders_enriched", "customers_orders_outer", "orders_current_customer", "customers_current",
+                   "orders_first_per_customer", "orders_customer_on_arrival"]
+STATE_SUFFIXES = ["index", "sequences", "state", "history", "buffer", "clock", "runs", "highwater"]
+
+
+def test_optimize_tables_compacts_every_operator_table_and_later_runs_stay_incremental(built, spark, capsys):
+    """`dbt run-operation incremental_joins.optimize_tables` compacts the output and the state
+    tables of every operator model (and the run log) to one file each; the next run reads no
+    change from those OPTIMIZE commits and stays incremental and right (equals_full_recompute)."""
+    def files() -> dict[str, int]:
+        tables = [m for m in OPERATOR_MODELS] + [f"{m}__ij_{s}" for m in OPERATOR_MODELS for s in STATE_SUFFIXES]
+        return {t: int(spark.sql(f"describe detail {SCHEMA}.{t}").first()["numFiles"])
+                for t in tables + ["incremental_joins_run_log"] if spark.catalog.tableExists(f"{SCHEMA}.{t}")}
+
+    spark.sql(f"insert into {SCHEMA}.orders values (105, 2, 7.00, timestamp'2026-11-03 10:00:00')")
+    spark.sql(f"update {SCHEMA}.customers set name = 'Grace H' where customer_id = 2")
+    spark.sql(f"insert into {SCHEMA}.customers_cdc values (2, 'Bobby', 'DE', 'u', 5, 4)")
+    built.invoke("run", "--quiet")
+    before = files()
+    # Every operator's state tables are there (one of each kind at least), several in many files.
+    assert {t.split("__ij_")[-1] for t in before if "__ij_" in t} == set(STATE_SUFFIXES), sorted(before)
+    assert sum(1 for n in before.values() if n > 1) >= 6, before
+
+    capsys.readouterr()
+    wrong = built.invoke("run-operation", "incremental_joins.optimize_tables", "--args", "{models: [orders_enriched, nope]}", check=False)
+    message = capsys.readouterr().out  # run-operation reports its error in dbt's log only
+    assert not wrong.success
+    assert "optimize_tables: nope is not a model of this project" in message, message
+    assert files() == before  # nothing optimized before the error
+
+    built.invoke("run-operation", "incremental_joins.optimize_tables")
+    after = files()
+    assert after.keys() == before.keys()
+    assert {t: n for t, n in after.items() if n > 1} == {}, after
+    compacted = [t for t, n in before.items() if n > 1]
+    ops = {t: spark.sql(f"describe history {SCHEMA}.{t} limit 1").first()["operation"] for t in compacted}
+    assert set(ops.values()) == {"OPTIMIZE"}, ops
+
+    started = spark.sql(f"select max(finished_at) from {SCHEMA}.incremental_joins_run_log").first()[0]
+    spark.sql(f"insert into {SCHEMA}.orders values (106, 1, 3.00, timestamp'2026-11-03 11:00:00')")
+    spark.sql(f"update {SCHEMA}.customers set country = 'IE' where customer_id = 1")
+    spark.sql(f"insert into {SCHEMA}.customers_cdc values (4, 'Dee', 'CA', 'u', 6, 5)")
+    built.invoke("run", "--quiet")
+    modes = {r.model: r.mode for r in spark.sql(f"select model, mode from {SCHEMA}.incremental_joins_run_log "
+                                                 f"where finished_at > timestamp'{started}'").collect()}
+    assert modes == {m: "incremental" for m in OPERATOR_MODELS}, modes
+    result = built.invoke("test", "--select", "test_name:equals_full_recompute", check=False)
+    assert result.success and len(result.result.results) >= 4, [(r.node.name, str(r.status)) for r in result.result.results]
+
+
 def test_dbt_test_passes_on_integration_project(built):
     # dbt-spark's `dbt seed` drops and re-creates seed tables: the joins need a full refresh after it.
     built.invoke("seed", "--quiet")

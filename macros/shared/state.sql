@@ -1,8 +1,10 @@
 {#- State tables: where each operator keeps what it needs between runs (all Delta). -#}
 
-{#- A per-model state table beside the model, e.g. orders_enriched__ij_index. -#}
-{% macro state_relation(suffix) %}
-  {{ return(api.Relation.create(schema=this.schema, identifier=this.identifier ~ '__ij_' ~ suffix, type='table')) }}
+{#- A per-model state table beside the model, e.g. orders_enriched__ij_index (`of`: the model's
+    relation, by default the one being built). -#}
+{% macro state_relation(suffix, of=none) %}
+  {%- set of = of if of is not none else this -%}
+  {{ return(api.Relation.create(schema=of.schema, identifier=of.identifier ~ '__ij_' ~ suffix, type='table')) }}
 {% endmacro %}
 
 {#- Properties of every table the package writes: deletion vectors (a MERGE marks deleted rows

@@ -1,0 +1,39 @@
+{#- Table maintenance between runs: `dbt run-operation incremental_joins.optimize_tables`
+    (optionally `--args '{models: [orders_enriched]}'`) runs Delta's OPTIMIZE on the output and
+    every state table of each operator model (all of them when `models` is not given) and on the
+    run log, and logs each table's file count before and after. Every run adds small files (a
+    MERGE writes its changed rows to new files, an append a file or a few) and nothing in a run
+    compacts them; Databricks' predictive optimization or auto compaction do it there, on Spark
+    this does. OPTIMIZE changes no rows, so a run after it reads no changes from it and stays
+    incremental. Run it between runs, not during one: a run and an OPTIMIZE of the same table
+    conflict in Delta, and the run then fails and is rerun safely. -#}
+{% macro optimize_tables(models=none) %}
+  {%- if not execute -%}{{ return('') }}{%- endif -%}
+  {%- set operators = ['foreign_key_join', 'changelog_table', 'deduplicate', 'stream_table_join'] -%}
+  {%- set wanted = incremental_joins._as_list(models) -%}
+  {%- set outputs = {} -%}
+  {%- for node in graph.nodes.values() if node.resource_type == 'model' and node.config.materialized in operators and (not wanted or node.name in wanted) -%}
+    {%- do outputs.update({node.name: api.Relation.create(schema=node.schema, identifier=node.alias, type='table')}) -%}
+  {%- endfor -%}
+  {%- set unknown = wanted | reject('in', outputs) | list -%}
+  {%- if unknown -%}
+    {%- set msg -%}
+optimize_tables: {{ unknown | join(', ') }} {{ 'is not a model' if unknown | length == 1 else 'are not models' }} of this project materialized as {{ operators | join(', ') }}. Name those models in `models` (e.g. --args '{models: [orders_enriched]}'), or leave it out to optimize them all.
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
+  {%- set tables = [] -%}
+  {%- for name, output in outputs | dictsort -%}
+    {%- do tables.append(output) -%}
+    {%- for suffix in ['index', 'sequences', 'state', 'history', 'buffer', 'clock', 'runs', 'highwater'] -%}
+      {%- do tables.append(incremental_joins.state_relation(suffix, output)) -%}
+    {%- endfor -%}
+  {%- endfor -%}
+  {%- do tables.append(incremental_joins.run_log_relation()) -%}
+  {%- for relation in tables if adapter.get_relation(database=relation.database, schema=relation.schema, identifier=relation.identifier) is not none -%}
+    {%- set before = run_query('describe detail ' ~ relation).columns['numFiles'].values()[0] -%}
+    {%- do run_query('optimize ' ~ relation) -%}
+    {%- set after = run_query('describe detail ' ~ relation).columns['numFiles'].values()[0] -%}
+    {{ log('optimize_tables: ' ~ relation ~ ': ' ~ before ~ ' files -> ' ~ after, info=true) }}
+  {%- endfor -%}
+{% endmacro %}
