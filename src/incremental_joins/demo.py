@@ -4,7 +4,8 @@ Runs `dbt deps`, `dbt seed`, `dbt run` and `dbt test` in one process on the embe
 session and prints what each model became (materialization, rows, Delta version, Change Data Feed)
 and how the tests went. Then it changes one customer (the "one" side of the orders → customers
 foreign-key join), runs the join models again and prints what the incremental run read and wrote,
-from the package's run log.
+from the package's run log. Last, it compacts every operator model's tables
+(`dbt run-operation incremental_joins.optimize_tables`) and prints their file counts.
 """
 
 from __future__ import annotations
@@ -79,6 +80,13 @@ def main(argv: list[str]) -> int:
               f"{r.rows_inserted:>4} {r.rows_updated:>4} {r.rows_deleted:>4} {r.secs:>5}")
     countries = spark.sql(f"select order_id, country from {schema}.orders_enriched order by order_id").collect()
     print("orders_enriched now:", ", ".join(f"{r.order_id}→{r.country}" for r in countries))
+
+    tables = [f"{schema}.orders_enriched", f"{schema}.orders_enriched__ij_index", f"{schema}.incremental_joins_run_log"]
+    files = lambda: [spark.sql(f"describe detail {t}").first()["numFiles"] for t in tables]  # noqa: E731
+    before = files()
+    project.invoke("run-operation", "--quiet", "incremental_joins.optimize_tables")
+    print("\ntable maintenance (dbt run-operation incremental_joins.optimize_tables), files before -> after:")
+    print(", ".join(f"{t.split('.')[-1]} {b} -> {a}" for t, b, a in zip(tables, before, files())))
     print(f"\ndone in {time.time() - started:.0f}s; warehouse: {spark.conf.get('spark.sql.warehouse.dir')}")
     return 0
 
