@@ -6,7 +6,7 @@
     compacts them; Databricks' predictive optimization or auto compaction do it there, on Spark
     this does. OPTIMIZE changes no rows, so a run after it reads no changes from it and stays
     incremental. Run it between runs, not during one: a run and an OPTIMIZE of the same table
-    conflict in Delta, and the run then fails and is rerun safely. -#}
+    conflict in Delta (whichever commits second fails; a failed run is rerun safely). -#}
 {% macro optimize_tables(models=none) %}
   {%- if not execute -%}{{ return('') }}{%- endif -%}
   {%- set operators = ['foreign_key_join', 'changelog_table', 'deduplicate', 'stream_table_join'] -%}
