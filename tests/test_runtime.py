@@ -63,7 +63,7 @@ def test_optimize_tables_compacts_every_operator_table_and_later_runs_stay_incre
     tables of every operator model (and the run log) to one file each; the next run reads no
     change from those OPTIMIZE commits and stays incremental and right (equals_full_recompute)."""
     def files() -> dict[str, int]:
-        tables = [m for m in OPERATOR_MODELS] + [f"{m}__ij_{s}" for m in OPERATOR_MODELS for s in STATE_SUFFIXES]
+        tables = OPERATOR_MODELS + [f"{m}__ij_{s}" for m in OPERATOR_MODELS for s in STATE_SUFFIXES]
         return {t: int(spark.sql(f"describe detail {SCHEMA}.{t}").first()["numFiles"])
                 for t in tables + ["incremental_joins_run_log"] if spark.catalog.tableExists(f"{SCHEMA}.{t}")}
 

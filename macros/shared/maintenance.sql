@@ -8,7 +8,6 @@
     incremental. Run it between runs, not during one: a run and an OPTIMIZE of the same table
     conflict in Delta (whichever commits second fails; a failed run is rerun safely). -#}
 {% macro optimize_tables(models=none) %}
-  {%- if not execute -%}{{ return('') }}{%- endif -%}
   {%- set operators = ['foreign_key_join', 'changelog_table', 'deduplicate', 'stream_table_join'] -%}
   {%- set wanted = incremental_joins._as_list(models) -%}
   {%- set outputs = {} -%}
@@ -30,7 +29,7 @@ optimize_tables: {{ unknown | join(', ') }} {{ 'is not a model' if unknown | len
     {%- endfor -%}
   {%- endfor -%}
   {%- do tables.append(incremental_joins.run_log_relation()) -%}
-  {%- for relation in tables if adapter.get_relation(database=relation.database, schema=relation.schema, identifier=relation.identifier) is not none -%}
+  {%- for relation in tables if adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) is not none -%}
     {%- set before = run_query('describe detail ' ~ relation).columns['numFiles'].values()[0] -%}
     {%- do run_query('optimize ' ~ relation) -%}
     {%- set after = run_query('describe detail ' ~ relation).columns['numFiles'].values()[0] -%}
