@@ -3,9 +3,9 @@
     tombstone, so an older event arriving later changes nothing; equal sequences: the later
     arrival wins (Delta commit version, then `arrival_order`).
 
-    resolve config → pin the input version → this run's events, validated → the newest event per
-    key → keep those newer than the key's stored sequence → MERGE output → MERGE sequences (and
-    purge expired tombstones) → advance highwater → log. -#}
+    resolve config → this run's events, validated → the newest event per key → keep those newer
+    than the key's stored sequence → the model's contract, if enforced → pin the input version →
+    MERGE output → MERGE sequences (and purge expired tombstones) → advance highwater → log. -#}
 {% materialization changelog_table, adapter='spark', supported_languages=['sql'] %}
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.changelog_table_config() -%}
@@ -16,13 +16,13 @@
   {%- set plan = incremental_joins.stream_plan(name, run) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
   {%- set columns = incremental_joins.assert_output_columns(cfg.key + events['values']) if plan.mode != 'unchanged' else none -%}
-  {%- do incremental_joins.pin_versions(run) -%}
   {%- if plan.mode == 'unchanged' -%}
+    {%- do incremental_joins.pin_versions(run) -%}
     {%- call statement('main') -%}select 'no new change events' as outcome{%- endcall -%}
     {%- set stats = {'mode': 'incremental'} -%}
   {%- else -%}
     {%- set cutoff = plan.to_timestamp ~ ' - ' ~ cfg.tombstone_retention -%}
-    {%- set stats = incremental_joins.changelog_write(cfg, events, run.full_reason, sequences, cutoff, columns) -%}
+    {%- set stats = incremental_joins.changelog_write(cfg, events, run, sequences, cutoff, columns) -%}
   {%- endif -%}
   {%- do incremental_joins.end_run('changelog_table', started_at, stats, run.versions) -%}
   {{ return({'relations': [this]}) }}
@@ -123,7 +123,8 @@
 {#- Newest event per key among this run's events; then, incrementally, only those newer than the
     key's stored sequence (ties on the sequence: the later arrival wins). Writes the output and
     the sequence state change-minimally. -#}
-{% macro changelog_write(cfg, events, full_reason, sequences, cutoff, columns) %}
+{% macro changelog_write(cfg, events, run, sequences, cutoff, columns) %}
+  {%- set full_reason = run.full_reason -%}
   {%- set keys = cfg.key -%}
   {%- set key_list = incremental_joins.column_list(keys) -%}
   {%- set value_list = incremental_joins.column_list(events['values']) -%}
@@ -143,6 +144,11 @@
     {%- set bounds = incremental_joins.key_range(key_schema, counts[2], 't') -%}
     {%- set in_range = ' where ' ~ bounds if bounds else '' -%}
     {%- set applied = incremental_joins.stage('applied', 'select n.* from ' ~ newest ~ ' as n left join (select * from ' ~ sequences ~ ' as t' ~ in_range ~ ') as s on ' ~ incremental_joins.keys_match(keys, 'n', 's') ~ ' where ' ~ newer) -%}
+  {%- endif -%}
+  {#- The rows the output gets; versions pinned after their contract checks. -#}
+  {%- do incremental_joins.assert_contract(output_sql ~ (applied if full_reason is none else newest) ~ " where __ij_kind = 'upsert'") -%}
+  {%- do incremental_joins.pin_versions(run) -%}
+  {%- if full_reason is none -%}
     {%- set written = incremental_joins.merge_changes(this, output_sql ~ applied ~ " where __ij_kind = 'upsert'",
           'select t.* from ' ~ this ~ ' as t left semi join (select * from ' ~ applied ~ " where __ij_kind = 'delete') as d on " ~ incremental_joins.keys_match(keys, 't', 'd') ~ in_range,
           keys, keys + events['values'], 'main', target_range=bounds) -%}

@@ -182,6 +182,7 @@
         [incremental_joins.rows_check(records, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')",
                                       'Every record needs an event time: fill it upstream or filter such records out in the model body.')]) -%}
   {%- if not full -%}{%- do incremental_joins.assert_output_columns(user_columns) -%}{%- endif -%}
+  {%- do incremental_joins.assert_contract(forwarded) -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {%- set new_times = fromjson(times) -%}
   {%- set expired = incremental_joins.dedup_expired(cfg, 'x', new_times) -%}

@@ -255,6 +255,10 @@
   {%- if plan.mode != 'unchanged' -%}
     {%- set body_columns = incremental_joins.check_output_columns(cfg, new_rows) -%}
     {%- set columns = incremental_joins.assert_output_columns(body_columns) or body_columns -%}
+    {#- An incremental run's recomputed rows are staged (lazily) before it pins: a contract's
+        checks read them there, and the MERGE reads them again. -#}
+    {%- set staged = incremental_joins.stage('new_rows', new_rows) if plan.mode == 'incremental' else none -%}
+    {%- do incremental_joins.assert_contract('select * from ' ~ staged if staged else new_rows) -%}
   {%- endif -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {%- if plan.mode == 'unchanged' -%}
@@ -271,7 +275,6 @@
     {%- set stats = {'mode': mode, 'fallback_reason': plan.fallback_reason, 'rows_read': total, 'affected_keys': total} -%}
   {%- else -%}
     {#- The affected region: its output rows that must go are those not recomputed. -#}
-    {%- set staged = incremental_joins.stage('new_rows', new_rows) -%}
     {%- set region = 'select t.* from ' ~ this ~ ' as t left semi join ' ~ plan.affected ~ ' as k on ' ~ incremental_joins.keys_match(cfg.left_key, 't', 'k') ~ (' where ' ~ plan.output_range if plan.output_range else '') -%}
     {%- if plan.affected_right is not none -%}
       {%- set no_left = [] -%}

@@ -251,6 +251,63 @@
   {{ return(existing) }}
 {% endmacro %}
 
+{#- A dbt model contract (`contract: {enforced: true}`, columns in the model's YAML), checked
+    before the run writes or pins anything: the rows it writes (`rows_sql`) must have exactly the
+    contract's columns, each of its data_type as Spark parses it (`integer` is `int`), and no row
+    may break a `not_null` constraint or a `check` constraint (a column's or the model's; a check
+    that is null passes, as in SQL). Other constraint kinds are not enforced (dbt warns about them
+    when it parses the project). The constraints are checked on the rows, not added to the Delta
+    table: open-source Delta cannot make an existing column NOT NULL, and a constraint added after
+    the output is written leaves a window in which a crash loses it. -#}
+{% macro assert_contract(rows_sql) %}
+  {%- set contract = config.get('contract') -%}
+  {%- if not (contract and contract.enforced) -%}{{ return(none) }}{%- endif -%}
+  {%- set declared = model.columns.values() | list -%}
+  {%- set problems, casts, untyped = [], [], [] -%}
+  {%- for c in declared -%}
+    {%- if not c.data_type -%}
+      {%- do problems.append('`' ~ c.name ~ '` has no data_type in the contract') -%}
+      {%- do untyped.append(c.name | lower) -%}
+    {%- else -%}{%- do casts.append('cast(null as ' ~ c.data_type ~ ') as ' ~ adapter.quote(c.name)) -%}{%- endif -%}
+  {%- endfor -%}
+  {%- set expected = {} -%}
+  {%- if casts -%}
+    {%- for name, type in incremental_joins.query_schema('select ' ~ casts | join(', ')) -%}{%- do expected.update({name | lower: type}) -%}{%- endfor -%}
+  {%- endif -%}
+  {%- set selected = {} -%}
+  {%- for name, type in incremental_joins.query_schema(rows_sql) -%}
+    {%- do selected.update({name | lower: type}) -%}
+    {%- if name | lower not in expected and name | lower not in untyped -%}
+      {%- do problems.append('`' ~ name ~ '` (' ~ type ~ ') is written but not in the contract') -%}
+    {%- elif name | lower in expected and expected[name | lower] != type -%}
+      {%- do problems.append('`' ~ name ~ '` is ' ~ type ~ ', the contract says ' ~ expected[name | lower]) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- for name in expected if name not in selected -%}{%- do problems.append('`' ~ name ~ '` of the contract is not written') -%}{%- endfor -%}
+  {%- if problems -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ": the model's contract is enforced, and the rows this run would write do not match it: " ~ problems | join('; ') ~ ". Change the model's select (e.g. cast a column to its declared type) or the columns and their data_type in the model's YAML. Nothing was written.") }}
+  {%- endif -%}
+  {#- [where a row breaks it, which constraint] per constraint: the columns', then the model's. -#}
+  {%- set broken = [] -%}
+  {%- for c in declared -%}
+    {%- for k in c.constraints if k.type == 'not_null' -%}
+      {%- do broken.append([adapter.quote(c.name) ~ ' is null', 'the not_null constraint on `' ~ c.name ~ '`']) -%}
+    {%- endfor -%}
+    {%- for k in c.constraints if k.type == 'check' -%}
+      {%- do broken.append(['not (' ~ k.expression ~ ')', 'the check constraint ' ~ (k.name ~ ' ' if k.name else '') ~ 'on `' ~ c.name ~ '` (' ~ k.expression ~ ')']) -%}
+    {%- endfor -%}
+  {%- endfor -%}
+  {%- for k in model.constraints if k.type == 'check' -%}
+    {%- do broken.append(['not (' ~ k.expression ~ ')', 'the check constraint ' ~ (k.name ~ ' ' if k.name else '') ~ '(' ~ k.expression ~ ')']) -%}
+  {%- endfor -%}
+  {%- set checks = [] -%}
+  {%- for where, what in broken -%}
+    {%- do checks.append(incremental_joins.rows_check('(' ~ rows_sql ~ ') as __ij_rows', where, 'the rows this run would write break ' ~ what ~ " of the model's enforced contract ({n} of them)",
+                                                      "Filter or fill such rows in the model body or upstream, or change the constraint in the model's YAML.")) -%}
+  {%- endfor -%}
+  {%- if checks -%}{%- do incremental_joins.checked_counts([], checks) -%}{%- endif -%}
+{% endmacro %}
+
 {#- The whole output from `new_rows`: created on a first run or --full-refresh; otherwise (a
     recompute chosen by the operator) merged change-minimally, so the change feed stays exact.
     `columns`: the output's, as assert_output_columns returned them. Returns [write metrics, mode].

@@ -331,6 +331,7 @@
         [incremental_joins.rows_check(flow.changes, '__ij_ts is null', 'input ' ~ inputs.table ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.'),
          incremental_joins.rows_check(flow.records, '__ij_ts is null and not __ij_drop', 'the stream input ' ~ inputs.stream ~ " has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream.')]) -%}
   {%- if not full -%}{%- do incremental_joins.assert_output_columns(output_columns) -%}{%- endif -%}
+  {%- do incremental_joins.assert_contract(rows) -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {%- set waiting = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_emit_run is null' -%}
   {%- set clock_row = 'select st as stream_time, tst as table_time, ' ~ ('tst - ' ~ cfg.retention.sql if cfg.retention else 'cast(null as timestamp)') ~ ' as horizon from ' ~ flow.rt ~ ' where run = (select max(run) from ' ~ flow.rt ~ ')' -%}
