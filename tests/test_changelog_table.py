@@ -249,3 +249,25 @@ def test_events_of_recent_keys_leave_the_older_output_files_unread(cl):
         assert cl.output(m) == expected, m
         metrics = merge_metrics(cl.spark, f"{cl.schema}.{m}")
         assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"], metrics["numTargetRowsInserted"]) == (1, 1, 0), (m, metrics)
+
+
+def test_a_run_whose_events_change_no_key_leaves_the_output_as_it_is(scratch_project, spark):
+    """A run whose new events are all ignored by the mapping has no newest event: an empty key
+    set, whose range is no range (a bound written from its missing least value was `between L and
+    L` for a bigint key, and the run failed)."""
+    project = scratch_project({
+        "models/sources.yml": "version: 2\nsources:\n  - name: t\n    schema: \"{{ target.schema }}\"\n    tables: [{name: cdc}]\n",
+        "models/accounts.sql": """
+            {{ config(materialized='changelog_table', key='id', sequence='lsn',
+                      operation_mapping={'c': 'upsert', 'd': 'delete', 't': 'ignore'}) }}
+            select * from {{ incremental_joins.stream(source('t', 'cdc')) }}
+            """})
+    schema = project.schema
+    spark.sql(f"create table {schema}.cdc (id bigint, op string, lsn bigint, name string) using delta")
+    spark.sql(f"insert into {schema}.cdc values (1, 'c', 1, 'Ada'), (2, 'c', 2, 'Bob')")
+    project.invoke("run", "--quiet")
+    spark.sql(f"insert into {schema}.cdc values (1, 't', 3, null)")
+    project.invoke("run", "--quiet")
+    assert sorted(tuple(r) for r in spark.table(f"{schema}.accounts").collect()) == [(1, 1, "Ada"), (2, 2, "Bob")]
+    log = spark.sql(f"select mode, affected_keys from {schema}.incremental_joins_run_log where model = 'accounts' order by started_at desc limit 1").first()
+    assert (log.mode, log.affected_keys) == ("incremental", 0), log

@@ -410,3 +410,16 @@ def test_key_ranges_of_every_bounded_type_keep_their_extremes(scratch_project, s
     assert sorted((r.f, r.v) for r in out) == [(-1.25, "new"), (0.0, "old"), (1.75, "new"), (250.0, "far")]
     m = merge_metrics(spark, f"{schema}.typed_keys")
     assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"], m["numTargetRowsDeleted"]) == (2, 0, 0), m
+
+    # A run that affects no left key (a right row nobody references): an empty set has no least
+    # value, so no range bounds the MERGE (a bound written from the missing value was `between L
+    # and L` for a bigint, and the run failed); the outputs stay as they are.
+    def rows(model):
+        return sorted(map(tuple, spark.table(f"{schema}.{model}").collect()))
+
+    before = {m: rows(m) for m in ("typed_keys", "double_keys")}
+    spark.sql(f"insert into {schema}.rhs values ('r9', 'nobody')")
+    project.invoke("run", "--quiet")
+    assert {m: rows(m) for m in before} == before
+    log = spark.sql(f"select mode, affected_keys from {schema}.incremental_joins_run_log where model = 'typed_keys' order by started_at desc limit 1").first()
+    assert (log.mode, log.affected_keys) == ("incremental", 0), log

@@ -97,14 +97,15 @@
   {%- set ranges = fromjson(json) -%}
   {%- set out = [] -%}
   {%- for name, type in schema if name in ranges -%}
-    {%- set r = ranges[name] -%}
+    {#- An empty set has no least value: to_json leaves out the null 'lo' and 'hi'. -#}
+    {%- set r, lo = ranges[name], ranges[name].get('lo') -%}
     {%- set c = alias ~ '.' ~ adapter.quote(name) -%}
     {%- set parts = [] -%}
-    {%- if r.lo is not none -%}
-      {%- do parts.append(c ~ ' between ' ~ incremental_joins.typed_literal(r.lo, type) ~ ' and ' ~ incremental_joins.typed_literal(r.hi, type)) -%}
+    {%- if lo is not none -%}
+      {%- do parts.append(c ~ ' between ' ~ incremental_joins.typed_literal(lo, type) ~ ' and ' ~ incremental_joins.typed_literal(r.hi, type)) -%}
     {%- endif -%}
     {%- if r.nulls or nullable -%}{%- do parts.append(c ~ ' is null') -%}{%- endif -%}
-    {%- if r.lo is not none or r.nulls -%}{%- do out.append('(' ~ parts | join(' or ') ~ ')') -%}{%- endif -%}
+    {%- if lo is not none or r.nulls -%}{%- do out.append('(' ~ parts | join(' or ') ~ ')') -%}{%- endif -%}
   {%- endfor -%}
   {{ return(out | join(' and ') if out else none) }}
 {% endmacro %}
