@@ -42,7 +42,7 @@ RANDOM_AND_CRASH="$STJ::test_randomized_against_reference $FKR::test_run_interru
   $DEDUP::test_random_streams_match_the_reference_whatever_the_run_split $FKR::test_random_changes_over_random_runs_match_the_reference
   $STJ::test_crash_and_rerun $DEDUP::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run
   $CL::test_random_changelogs_over_random_runs_match_the_reference $CL::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run"
-ERRORS="tests/test_foreign_key_join_windowed.py tests/test_foreign_key_join_errors.py tests/test_model_contracts.py $STJ::test_errors
+ERRORS="tests/test_foreign_key_join_windowed.py tests/test_foreign_key_join_errors.py tests/test_dbt_contracts_and_grants.py $STJ::test_errors
   $DEDUP::test_errors_name_the_model_the_value_and_the_fix $CL::test_expired_tombstones_are_purged_and_stop_blocking_older_events
   $CL::test_errors_name_the_model_the_value_and_the_fix"
 THRIFT_TIERS=(

@@ -2,7 +2,8 @@
 models: before a run writes or pins anything, the rows it would write must have exactly the
 contract's columns and data types, and break none of its not_null and check constraints; else the
 run fails naming the model, the column, the constraint and a sample row, and nothing is written —
-so a run after the data is fixed reads the fixed data (no version was pinned)."""
+so a run after the data is fixed reads the fixed data (no version was pinned). And dbt's `grants`
+config: applied to the output after every run, as dbt's `table` applies it."""
 
 from __future__ import annotations
 
@@ -131,3 +132,58 @@ def test_contracts_are_enforced_before_anything_is_written(scratch_project, spar
             "`customer_name` is string, the contract says int.") in message
     assert "Nothing was written." in message
     assert version("orders_named") == before
+
+
+# dbt's `grants` config. Open-source Spark has no GRANT, so the project stands in for the catalog:
+# its overrides of dbt-spark's `show grants` and DCL macros keep the grants in a table.
+GRANT_MACROS = """
+{% macro spark__get_show_grant_sql(relation) %}
+  select grantee as Principal, privilege as ActionType, 'TABLE' as ObjectType
+  from {{ target.schema }}.granted where relation = '{{ relation }}'
+{% endmacro %}
+
+{% macro spark__call_dcl_statements(dcl_statement_list) %}
+  {% for statement in dcl_statement_list %}
+    {% set m = modules.re.match('(grant|revoke) (\\\\w+) on (\\\\S+) (?:to|from) `(\\\\w+)`', statement | trim) %}
+    {% do run_query("insert into " ~ target.schema ~ ".dcl_log values ('" ~ m.group(1) ~ "', '" ~ m.group(2) ~ "', '" ~ m.group(3) ~ "', '" ~ m.group(4) ~ "')") %}
+    {% if m.group(1) == 'grant' %}
+      {% do run_query("insert into " ~ target.schema ~ ".granted values ('" ~ m.group(3) ~ "', '" ~ m.group(2) ~ "', '" ~ m.group(4) ~ "')") %}
+    {% else %}
+      {% do run_query("delete from " ~ target.schema ~ ".granted where relation = '" ~ m.group(3) ~ "' and grantee = '" ~ m.group(4) ~ "'") %}
+    {% endif %}
+  {% endfor %}
+{% endmacro %}
+"""
+
+
+def test_grants_reach_the_output_and_follow_the_config(scratch_project, spark):
+    def model(grantee: str) -> str:
+        return MODELS["enriched"].replace("join_type='left'", f"join_type='left', grants={{'select': ['{grantee}']}}")
+
+    project = scratch_project({"models/enriched.sql": model("analysts"), "models/sources.yml": sources_yml("orders", "customers"),
+                               "macros/grants.sql": GRANT_MACROS})
+    s = project.schema
+    spark.sql(f"create table {s}.orders (order_id bigint, customer_id bigint, amount double, updated_at timestamp) using delta")
+    spark.sql(f"create table {s}.customers (customer_id bigint, name string) using delta")
+    spark.sql(f"insert into {s}.orders values (1, 10, 5.0, timestamp'2026-11-01 09:00:00')")
+    spark.sql(f"insert into {s}.customers values (10, 'Ada')")
+    spark.sql(f"create table {s}.granted (relation string, privilege string, grantee string) using delta")
+    spark.sql(f"create table {s}.dcl_log (action string, privilege string, relation string, grantee string) using delta")
+
+    def statements() -> list[tuple]:
+        return sorted(tuple(r) for r in spark.table(f"{s}.dcl_log").collect())
+
+    # The first run grants on the output only (not on the index, highwater or run log).
+    project.invoke("run")
+    output = f"{s}.enriched"
+    assert statements() == [("grant", "select", output, "analysts")]
+    # A run with changes finds the grant in place: no statement.
+    spark.sql(f"insert into {s}.customers values (11, 'Bob')")
+    project.invoke("run")
+    assert statements() == [("grant", "select", output, "analysts")]
+    # Another grantee in the config: the old grant is revoked, the new one given.
+    (project.path / "models" / "enriched.sql").write_text(model("finance"))
+    project.invoke("run")
+    assert statements() == [("grant", "select", output, "analysts"), ("grant", "select", output, "finance"),
+                            ("revoke", "select", output, "analysts")]
+    assert [tuple(r) for r in spark.table(f"{s}.granted").collect()] == [(output, "select", "finance")]

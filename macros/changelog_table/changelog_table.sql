@@ -24,7 +24,7 @@
     {%- set cutoff = plan.to_timestamp ~ ' - ' ~ cfg.tombstone_retention -%}
     {%- set stats = incremental_joins.changelog_write(cfg, events, run, sequences, cutoff, columns) -%}
   {%- endif -%}
-  {%- do incremental_joins.end_run('changelog_table', started_at, stats, run.versions) -%}
+  {%- do incremental_joins.end_run('changelog_table', started_at, stats, run) -%}
   {{ return({'relations': [this]}) }}
 {% endmaterialization %}
 

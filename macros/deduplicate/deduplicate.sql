@@ -23,7 +23,7 @@
   {%- set folded = incremental_joins.dedup_fold(cfg, records.relation, none if full else 'select * from (' ~ pinned ~ ') as s where __ij_stream_time is null') -%}
   {%- set stats = incremental_joins.dedup_write(cfg, records, folded, plan, state, full, run) -%}
   {%- do stats.update({'fallback_reason': run.full_reason}) -%}
-  {%- do incremental_joins.end_run('deduplicate', started_at, stats, run.versions) -%}
+  {%- do incremental_joins.end_run('deduplicate', started_at, stats, run) -%}
   {{ return({'relations': [this]}) }}
 {% endmaterialization %}
 

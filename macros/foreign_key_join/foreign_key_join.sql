@@ -28,7 +28,7 @@
   {%- endif -%}
   {%- set stats = incremental_joins.fk_join_write(cfg, plan, new_rows, run) -%}
 
-  {% do incremental_joins.end_run('foreign_key_join', started_at, stats, versions) %}
+  {% do incremental_joins.end_run('foreign_key_join', started_at, stats, run) %}
   {{ return({'relations': [this]}) }}
 {% endmaterialization %}
 

@@ -42,7 +42,7 @@
   {%- set flow = incremental_joins.stj_flow(cfg, cuts, changes, records, pinned, clock) -%}
   {%- set stats = incremental_joins.stj_write(cfg, inputs, flow, st, full, run) -%}
   {%- do stats.update({'fallback_reason': run.full_reason ~ (' (' ~ cuts.note ~ ')' if cuts.note else '') if full else none}) -%}
-  {%- do incremental_joins.end_run('stream_table_join', started_at, stats, run.versions) -%}
+  {%- do incremental_joins.end_run('stream_table_join', started_at, stats, run) -%}
   {{ return({'relations': [this]}) }}
 {% endmaterialization %}
 
