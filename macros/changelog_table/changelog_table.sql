@@ -146,10 +146,11 @@
     {%- set applied = incremental_joins.stage('applied', 'select n.* from ' ~ newest ~ ' as n left join (select * from ' ~ sequences ~ ' as t' ~ in_range ~ ') as s on ' ~ incremental_joins.keys_match(keys, 'n', 's') ~ ' where ' ~ newer) -%}
   {%- endif -%}
   {#- The rows the output gets; versions pinned after their contract checks. -#}
-  {%- do incremental_joins.assert_contract(output_sql ~ (applied if full_reason is none else newest) ~ " where __ij_kind = 'upsert'") -%}
+  {%- set upserts = output_sql ~ (applied if full_reason is none else newest) ~ " where __ij_kind = 'upsert'" -%}
+  {%- do incremental_joins.assert_contract(upserts) -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {%- if full_reason is none -%}
-    {%- set written = incremental_joins.merge_changes(this, output_sql ~ applied ~ " where __ij_kind = 'upsert'",
+    {%- set written = incremental_joins.merge_changes(this, upserts,
           'select t.* from ' ~ this ~ ' as t left semi join (select * from ' ~ applied ~ " where __ij_kind = 'delete') as d on " ~ incremental_joins.keys_match(keys, 't', 'd') ~ in_range,
           keys, keys + events['values'], 'main', target_range=bounds) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
@@ -160,7 +161,7 @@
     {%- set mode = 'incremental' -%}
   {%- else -%}
     {%- set recompute = output_sql ~ '(' ~ incremental_joins.newest_events_sql(keys, events['values'], '(' ~ events.recompute_sql ~ ') as e') ~ ") as n where __ij_kind = 'upsert'" -%}
-    {%- set written, mode = incremental_joins.write_all(output_sql ~ newest ~ " where __ij_kind = 'upsert'", keys, recompute, columns) -%}
+    {%- set written, mode = incremental_joins.write_all(upserts, keys, recompute, columns) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {%- do incremental_joins.create_state_table(sequences, state_sql ~ newest ~ ' where not (' ~ expired ~ ')', keys, merged=true) -%}
     {%- set applied_count = counts[1] -%}

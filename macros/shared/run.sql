@@ -7,7 +7,7 @@
     interrupted run, so a retry reads exactly what it read). Returns {'consumed': {input: version
     or none}, 'versions': {input: version or none (no Delta history)}, 'full_reason': none or why
     this run recomputes everything, 'retry': whether it repeats an interrupted run, 'highwater':
-    what read_highwater read, 'existed': whether the output existed before the run, 'commits': {input: its commits since the consumed version, newest
+    what read_highwater read, 'commits': {input: its commits since the consumed version, newest
     first} for the inputs an incremental run reads at their newest version}. `state` are the
     operator's state tables the incremental path needs. -#}
 {% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false) %}
@@ -43,8 +43,7 @@
     {%- endif -%}
   {%- endfor -%}
   {%- set full_reason = none -%}
-  {%- set existed = load_cached_relation(this) is not none -%}
-  {%- if not existed -%}{%- set full_reason = 'first run' -%}
+  {%- if load_cached_relation(this) is none -%}{%- set full_reason = 'first run' -%}
   {%- elif should_full_refresh() -%}{%- set full_reason = '--full-refresh' -%}
   {#- An input without history is never recorded as consumed: its reason comes first. -#}
   {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
@@ -52,7 +51,7 @@
   {%- endif -%}
   {%- set retry = namespace(found=false) -%}
   {%- for name in versions if highwater.get(name, {}).get('pending') is not none -%}{%- set retry.found = true -%}{%- endfor -%}
-  {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason, 'retry': retry.found and not should_full_refresh(), 'highwater': highwater, 'existed': existed,
+  {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason, 'retry': retry.found and not should_full_refresh(), 'highwater': highwater,
               'commits': commits if full_reason is none else {}}) }}
 {% endmacro %}
 
@@ -65,7 +64,8 @@
   {% do incremental_joins.release_staged() %}
   {% do stats.update({'versions_read': run.versions}) %}
   {% do incremental_joins.log_run(operator, started_at, stats) %}
-  {% do apply_grants(this, config.get('grants'), should_revoke(run.existed, full_refresh_mode=true)) %}
+  {#- A first run created the output: no grant of an earlier run to revoke. -#}
+  {% do apply_grants(this, config.get('grants'), should_revoke(run.full_reason != 'first run', full_refresh_mode=true)) %}
   {{ run_hooks(post_hooks) }}
   {% do persist_docs(this, model) %}
 {% endmacro %}

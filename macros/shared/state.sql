@@ -287,22 +287,14 @@
   {%- if problems -%}
     {{ exceptions.raise_compiler_error(model.name ~ ": the model's contract is enforced, and the rows this run would write do not match it: " ~ problems | join('; ') ~ ". Change the model's select (e.g. cast a column to its declared type) or the columns and their data_type in the model's YAML. Nothing was written.") }}
   {%- endif -%}
-  {#- [where a row breaks it, which constraint] per constraint: the columns', then the model's. -#}
-  {%- set broken = [] -%}
-  {%- for c in declared -%}
-    {%- for k in c.constraints if k.type == 'not_null' -%}
-      {%- do broken.append([adapter.quote(c.name) ~ ' is null', 'the not_null constraint on `' ~ c.name ~ '`']) -%}
-    {%- endfor -%}
-    {%- for k in c.constraints if k.type == 'check' -%}
-      {%- do broken.append(['not (' ~ k.expression ~ ')', 'the check constraint ' ~ (k.name ~ ' ' if k.name else '') ~ 'on `' ~ c.name ~ '` (' ~ k.expression ~ ')']) -%}
-    {%- endfor -%}
-  {%- endfor -%}
-  {%- for k in model.constraints if k.type == 'check' -%}
-    {%- do broken.append(['not (' ~ k.expression ~ ')', 'the check constraint ' ~ (k.name ~ ' ' if k.name else '') ~ '(' ~ k.expression ~ ')']) -%}
-  {%- endfor -%}
-  {%- set checks = [] -%}
-  {%- for where, what in broken -%}
-    {%- do checks.append(incremental_joins.rows_check('(' ~ rows_sql ~ ') as __ij_rows', where, 'the rows this run would write break ' ~ what ~ " of the model's enforced contract ({n} of them)",
+  {#- Each constraint, with its column (none for the model's), as a check on the rows. -#}
+  {%- set constraints, checks = [], [] -%}
+  {%- for c in declared -%}{%- for k in c.constraints -%}{%- do constraints.append([k, c.name]) -%}{%- endfor -%}{%- endfor -%}
+  {%- for k in model.constraints -%}{%- do constraints.append([k, none]) -%}{%- endfor -%}
+  {%- for k, column in constraints if k.type == 'check' or k.type == 'not_null' and column -%}
+    {%- set what = 'the ' ~ k.type ~ ' constraint ' ~ (k.name ~ ' ' if k.name else '') ~ ('on `' ~ column ~ '` ' if column else '') ~ ('(' ~ k.expression ~ ') ' if k.type == 'check' else '') -%}
+    {%- do checks.append(incremental_joins.rows_check('(' ~ rows_sql ~ ') as __ij_rows', adapter.quote(column) ~ ' is null' if k.type == 'not_null' else 'not (' ~ k.expression ~ ')',
+                                                      'the rows this run would write break ' ~ what ~ "of the model's enforced contract ({n} of them)",
                                                       "Filter or fill such rows in the model body or upstream, or change the constraint in the model's YAML.")) -%}
   {%- endfor -%}
   {%- if checks -%}{%- do incremental_joins.checked_counts([], checks) -%}{%- endif -%}
