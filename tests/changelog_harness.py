@@ -2,7 +2,8 @@
 
 `cdc` (id, name, op, lsn, kafka_offset): flat change events, as a JDBC or Maxwell connector
 lands them; `cdc_dbz` (before, after, op, source, kafka_offset): Debezium's envelope, with the
-row in the `after` struct (`before` for a delete) and the log position in `source.lsn`.
+row in the `after` struct (`before` for a delete) and the log position in `source.lsn`. The key
+`id` is a string unless a test asks for another type (ChangelogProject.create's key_type).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ select *, source.lsn as lsn from {{ incremental_joins.stream(source('t', 'cdc_db
 """,
 }
 
-Event = tuple[str, Optional[str], str, int, int]   # (id, name, op, lsn, kafka_offset)
+Event = tuple[Any, Optional[str], str, int, int]   # (id, name, op, lsn, kafka_offset)
 
 
 @dataclass
@@ -35,14 +36,15 @@ class ChangelogProject:
     schema: str
 
     @classmethod
-    def create(cls, scratch_project, spark, models: dict[str, str] | None = None) -> "ChangelogProject":
+    def create(cls, scratch_project, spark, models: dict[str, str] | None = None,
+               key_type: str = "string") -> "ChangelogProject":
         files = {"models/sources.yml": SOURCES}
         files.update({f"models/{name}.sql": body for name, body in (models or MODELS).items()})
         project = scratch_project(files)
         schema = project.schema
-        spark.sql(f"create or replace table {schema}.cdc (id string, name string, op string, lsn bigint, kafka_offset bigint) using delta")
-        spark.sql(f"create or replace table {schema}.cdc_dbz (before struct<id: string, name: string>, "
-                  "after struct<id: string, name: string>, op string, source struct<lsn: bigint>, kafka_offset bigint) using delta")
+        spark.sql(f"create or replace table {schema}.cdc (id {key_type}, name string, op string, lsn bigint, kafka_offset bigint) using delta")
+        spark.sql(f"create or replace table {schema}.cdc_dbz (before struct<id: {key_type}, name: string>, "
+                  f"after struct<id: {key_type}, name: string>, op string, source struct<lsn: bigint>, kafka_offset bigint) using delta")
         return cls(project, spark, schema)
 
     def append(self, *events: Event) -> None:

@@ -1,7 +1,8 @@
 """A scratch dbt project with foreign_key_join models over two Delta tables the test edits.
 
-left  `lhs` (k string, v string, fk string)   — the "many" side, keyed by k
-right `rhs` (rk string, rv string)            — the "one" side, keyed by rk
+left  `lhs` (k K, v string, fk K)   — the "many" side, keyed by k
+right `rhs` (rk K, rv string)       — the "one" side, keyed by rk
+where the key type K is string unless a test asks for another (FkJoinProject.create's key_type).
 """
 
 from __future__ import annotations
@@ -95,7 +96,10 @@ def files_hidden(spark, relation: str, where: str) -> Iterator[int]:
 
 
 def sql_literal(value: Any) -> str:
-    """A Spark SQL literal of `value`: backslashes are escapes in Spark's string literals."""
+    """A Spark SQL literal of `value`: backslashes are escapes in Spark's string literals; an int
+    is written as a bigint literal (`5L`), which Spark stores into any integral column."""
+    if isinstance(value, int):
+        return f"{value}L"
     return "null" if value is None else "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -106,7 +110,8 @@ class FkJoinProject:
     schema: str
 
     @classmethod
-    def create(cls, scratch_project, spark, models: tuple[str, ...] = ("fk_inner", "fk_left")) -> "FkJoinProject":
+    def create(cls, scratch_project, spark, models: tuple[str, ...] = ("fk_inner", "fk_left"),
+               key_type: str = "string") -> "FkJoinProject":
         files = {"models/sources.yml": SOURCES}
         for name in models:
             join_type, output_key, threshold = MODELS[name]
@@ -115,8 +120,8 @@ class FkJoinProject:
             files[f"models/{name}.{ext}"] = template.format(join_type=join_type, output_key=output_key, threshold=threshold, extra=extra)
         project = scratch_project(files)
         schema = project.schema
-        spark.sql(f"create or replace table {schema}.lhs (k string, v string, fk string) using delta")
-        spark.sql(f"create or replace table {schema}.rhs (rk string, rv string) using delta")
+        spark.sql(f"create or replace table {schema}.lhs (k {key_type}, v string, fk {key_type}) using delta")
+        spark.sql(f"create or replace table {schema}.rhs (rk {key_type}, rv string) using delta")
         return cls(project, spark, schema)
 
     # --- changes to the inputs: one Delta commit per call ---------------------------------------

@@ -1,7 +1,9 @@
 """foreign_key_join against the Python reference (tests/reference.py): random inserts, updates and
 deletes on both sides, FK moves and nulls, applied over random run boundaries. After every run,
 every model equals the reference and its change feed holds exactly the rows whose value changed;
-a full refresh and a crashed-then-retried run give the same result."""
+a full refresh and a crashed-then-retried run give the same result. The randomized runs key both
+tables by bigint (negative, beyond int, the type's largest), the crash test by string: a run's key
+ranges prune the output and the index, and those ranges are written as literals of the key's type."""
 
 from __future__ import annotations
 
@@ -12,16 +14,22 @@ import pytest
 import reference
 from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of, failing_at, runnable_models
 
-LEFT_KEYS = [f"k{i}" for i in range(8)]
-RIGHT_KEYS = [f"r{i}" for i in range(5)]
+# Per key type: left keys, right keys, a foreign key no right row has, and a right key no left row
+# references.
+KEYS = {
+    "string": ([f"k{i}" for i in range(8)], [f"r{i}" for i in range(5)], "r9", "r8"),
+    "bigint": ([-2**40, -7, 0, 12, 2**31, 2**33 + 5, 2**62, 2**63 - 1],
+               [-2**63, 3, 2**31 - 1, 2**32, 2**63 - 1], 99, 2**62 + 1),
+}
 RANDOM_MODELS = runnable_models(tuple(MODELS))
 
 
 class World:
     """The inputs as the reference sees them, changed in step with the Delta tables."""
 
-    def __init__(self, fk: FkJoinProject, rng: random.Random) -> None:
+    def __init__(self, fk: FkJoinProject, rng: random.Random, key_type: str) -> None:
         self.fk, self.rng = fk, rng
+        self.left_keys, self.right_keys, self.missing, self.unreferenced = KEYS[key_type]
         self.left: reference.Left = {}
         self.right: reference.Right = {}
         self.left_changed = False   # since the last run
@@ -30,12 +38,10 @@ class World:
         rng = self.rng
         op = rng.choice(["put_left", "put_left", "put_left", "delete_left", "put_right", "put_right", "delete_right"])
         if op == "put_left":
-            self.put_left(*[(k, rng.choice("abc"), rng.choice(RIGHT_KEYS + ["r9", None]))
-                            for k in rng.sample(LEFT_KEYS, rng.randint(1, 3))])
+            self.put_left(*[(k, rng.choice("abc"), rng.choice(self.right_keys + [self.missing, None]))
+                            for k in rng.sample(self.left_keys, rng.randint(1, 3))])
         elif op == "put_right":
-            rows = [(rk, rng.choice("xyz")) for rk in rng.sample(RIGHT_KEYS, rng.randint(1, 2))]
-            self.fk.put_right(*rows)
-            self.right.update(dict(rows))
+            self.put_right(*[(rk, rng.choice("xyz")) for rk in rng.sample(self.right_keys, rng.randint(1, 2))])
         elif op == "delete_left" and self.left:
             self.delete_left(rng.choice(sorted(self.left)))
         elif op == "delete_right" and self.right:
@@ -48,18 +54,21 @@ class World:
         self.left.update({k: (v, f) for k, v, f in rows})
         self.left_changed = True
 
-    def delete_left(self, k: str) -> None:
+    def put_right(self, *rows) -> None:
+        self.fk.put_right(*rows)
+        self.right.update(dict(rows))
+
+    def delete_left(self, k) -> None:
         self.fk.delete_left(k)
         del self.left[k]
         self.left_changed = True
 
     def churn_left(self) -> None:
         """Every left key put with another value and another foreign key (no draw from the rng)."""
-        rows = []
-        for k in LEFT_KEYS:
+        rows, rks = [], self.right_keys
+        for k in self.left_keys:
             v, f = self.left.get(k, ("c", None))
-            rows.append((k, {"a": "b", "b": "c", "c": "a"}[v],
-                         RIGHT_KEYS[(RIGHT_KEYS.index(f) + 1) % len(RIGHT_KEYS)] if f in RIGHT_KEYS else RIGHT_KEYS[0]))
+            rows.append((k, {"a": "b", "b": "c", "c": "a"}[v], rks[(rks.index(f) + 1) % len(rks)] if f in rks else rks[0]))
         self.put_left(*rows)
 
     def expected(self, model: str) -> dict:
@@ -70,14 +79,18 @@ class World:
 @pytest.mark.parametrize("seed", [7])
 def test_random_changes_over_random_runs_match_the_reference(scratch_project, spark, seed):
     rng = random.Random(seed)
-    fk = FkJoinProject.create(scratch_project, spark, models=RANDOM_MODELS)
-    world = World(fk, rng)
+    fk = FkJoinProject.create(scratch_project, spark, models=RANDOM_MODELS, key_type="bigint")
+    world = World(fk, rng, "bigint")
     before = {m: {} for m in RANDOM_MODELS}
     index_entries: dict[str, int] = {}
     compacted: dict[str, bool] = {}
     shrunk = False
     for run in range(6):
-        if run >= 2 and not shrunk:
+        if run == 1:
+            # A run whose only change is a right row no left row references: it affects no left
+            # key (an empty key set bounds nothing), and adds a row to the outer joins only.
+            world.put_right((world.unreferenced, "w"))
+        elif run >= 2 and not shrunk:
             # Whatever the seed, one run (the third, or the fourth) only deletes a left row that
             # references a right key, so that the fallback models re-create their index with one
             # entry fewer (`compacted` below); the third puts one when there is none.
@@ -86,7 +99,7 @@ def test_random_changes_over_random_runs_match_the_reference(scratch_project, sp
                 world.delete_left(referencing[0])
                 shrunk = True
             else:
-                world.put_left(("k0", "a", "r0"))
+                world.put_left((world.left_keys[0], "a", world.right_keys[0]))
         else:
             for _ in range(rng.randint(1, 4)):   # several input commits between two runs
                 world.random_change()
@@ -129,7 +142,7 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     those, and the next run catches up; the run after the last repaired one too."""
     rng = random.Random(11)
     fk = FkJoinProject.create(scratch_project, spark, models=("fk_left", "fk_outer"))
-    world = World(fk, rng)
+    world = World(fk, rng, "string")
     for _ in range(4):
         world.random_change()
     fk.run()
