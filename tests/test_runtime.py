@@ -58,10 +58,11 @@ OPERATOR_MODELS = ["orders_enriched", "customers_orders_outer", "orders_current_
 STATE_SUFFIXES = ["index", "sequences", "state", "history", "buffer", "clock", "runs", "highwater"]
 
 
-def test_optimize_tables_compacts_every_operator_table_and_later_runs_stay_incremental(built, spark, capsys):
+def test_optimize_and_vacuum_tables_compact_every_operator_table_and_later_runs_stay_incremental(built, spark, capsys):
     """`dbt run-operation incremental_joins.optimize_tables` compacts the output and the state
-    tables of every operator model (and the run log) to one file each; the next run reads no
-    change from those OPTIMIZE commits and stays incremental and right (equals_full_recompute)."""
+    tables of every operator model (and the run log) to one file each, `vacuum_tables` deletes the
+    replaced files; the next run reads no change from those commits and stays incremental and
+    right (equals_full_recompute)."""
     def files() -> dict[str, int]:
         tables = OPERATOR_MODELS + [f"{m}__ij_{s}" for m in OPERATOR_MODELS for s in STATE_SUFFIXES]
         return {t: int(spark.sql(f"describe detail {SCHEMA}.{t}").first()["numFiles"])
@@ -90,6 +91,28 @@ def test_optimize_tables_compacts_every_operator_table_and_later_runs_stay_incre
     compacted = [t for t, n in before.items() if n > 1]
     ops = {t: spark.sql(f"describe history {SCHEMA}.{t} limit 1").first()["operation"] for t in compacted}
     assert set(ops.values()) == {"OPTIMIZE"}, ops
+
+    # vacuum_tables deletes the files OPTIMIZE replaced — of the tables whose own retention allows
+    # it (here 0 hours, set on orders_enriched's output and index); the highwater keeps the
+    # default 7 days, so its replaced files stay. A bad retain_hours vacuums nothing.
+    def parquet_on_disk(table: str) -> int:
+        root = spark.sql(f"describe detail {SCHEMA}.{table}").first()["location"].removeprefix("file:")
+        return sum(1 for p in Path(root).rglob("*.parquet") if not any(part.startswith("_") for part in p.relative_to(root).parts))
+
+    vacuumed = ["orders_enriched", "orders_enriched__ij_index"]
+    kept = "orders_enriched__ij_highwater"
+    for t in vacuumed:
+        spark.sql(f"alter table {SCHEMA}.{t} set tblproperties (delta.deletedFileRetentionDuration = 'interval 0 hours')")
+    on_disk = {t: parquet_on_disk(t) for t in vacuumed + [kept]}
+    assert all(n > 1 for n in on_disk.values()), on_disk   # the files OPTIMIZE replaced are still there
+    capsys.readouterr()
+    wrong = built.invoke("run-operation", "incremental_joins.vacuum_tables", "--args", "{retain_hours: -1}", check=False)
+    message = capsys.readouterr().out
+    assert not wrong.success
+    assert "vacuum_tables: retain_hours (-1) must be a number of hours, 0 or more" in message, message
+    assert {t: parquet_on_disk(t) for t in on_disk} == on_disk
+    built.invoke("run-operation", "incremental_joins.vacuum_tables", "--args", "{models: [orders_enriched]}")
+    assert {t: parquet_on_disk(t) for t in on_disk} == {**{t: 1 for t in vacuumed}, kept: on_disk[kept]}
 
     started = spark.sql(f"select max(finished_at) from {SCHEMA}.incremental_joins_run_log").first()[0]
     spark.sql(f"insert into {SCHEMA}.orders values (106, 1, 3.00, timestamp'2026-11-03 11:00:00')")
