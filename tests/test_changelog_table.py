@@ -84,7 +84,7 @@ class Changelog:
             if self.events and rng.random() < 0.2:          # re-delivery of an earlier event
                 id_, name, op, lsn, _ = rng.choice(self.events)
             else:
-                id_ = self.ids[rng.randint(0, len(self.ids) - 1)]
+                id_ = rng.choice(self.ids)
                 op = rng.choice("ccuuud")
                 name = None if op == "d" else rng.choice(["a", "b", "c", None])
                 lsn = max(1, self.next_lsn - rng.randint(0, 4))  # out of order by up to 4
