@@ -181,7 +181,7 @@ class StreamTableJoin:
             self.join(record)   # late: at once, releasing nothing
             return
         self.arrivals += 1
-        self.buffer.append((ts, "" if key is None else key, self.arrivals, record))
+        self.buffer.append((ts, (0, 0) if key is None else (1, key), self.arrivals, record))   # null keys first
         self.stream_time = ts if self.stream_time is None else max(self.stream_time, ts)
         released = sorted(b for b in self.buffer if b[0] <= self.stream_time - self.grace)
         self.buffer = [b for b in self.buffer if b[0] > self.stream_time - self.grace]

@@ -23,15 +23,17 @@ MODELS = {
 
 
 class Stream:
-    """The input `events` (part, k, id, ts, kafka_offset); ts in seconds; offsets = arrival."""
+    """The input `events` (part, k, id, ts, kafka_offset); ts in seconds; offsets = arrival.
+    `types`: the SQL types of part, k and id (strings unless given)."""
 
-    def __init__(self, scratch_project, spark, models: dict) -> None:
+    def __init__(self, scratch_project, spark, models: dict, types: tuple[str, str, str] = ("string", "string", "string")) -> None:
         files = {"models/sources.yml": sources_yml("events")}
         files.update({f"models/{name}.sql": body for name, body in models.items()})
         self.project = scratch_project(files)
         self.spark, self.schema = spark, self.project.schema
         self.records: list = []
-        spark.sql(f"create or replace table {self.schema}.events (part string, k string, id string, ts timestamp, kafka_offset bigint) using delta")
+        part, k, id_ = types
+        spark.sql(f"create or replace table {self.schema}.events (part {part}, k {k}, id {id_}, ts timestamp, kafka_offset bigint) using delta")
 
     def append(self, *records: tuple) -> None:
         """One commit: records (part, k, id, ts) get the next offsets."""
@@ -171,12 +173,20 @@ MODES = {   # model -> (config, reference arguments)
 }
 
 
-def random_records(rng: random.Random, n: int) -> list:
+STRING_VALUES = (["p1", "p2"], ["a", "b", "c", None], ["x", "y", None])
+# Numeric partitions, keys and ids: the types' extremes and values beyond int (the FK randomized
+# test found a bug that string keys hid).
+NUMERIC_TYPES = ("int", "bigint", "bigint")
+NUMERIC_VALUES = ([-2**31, 7], [-2**63, 2**33 + 5, 2**63 - 1, None], [-1, 2**62, None])
+
+
+def random_records(rng: random.Random, n: int, values: tuple = STRING_VALUES) -> list:
     """Out of order (up to 15 s back), late, null keys and ids, many duplicates, two partitions."""
+    parts, keys, ids = values
     out, clock = [], 0
     for _ in range(n):
         clock += rng.randint(0, 4)
-        out.append((rng.choice(["p1", "p2"]), rng.choice(["a", "b", "c", None]), rng.choice(["x", "y", None]),
+        out.append((rng.choice(parts), rng.choice(keys), rng.choice(ids),
                     max(0, clock - rng.choice([0, 0, 0, 3, 8, 15]))))
     return out
 
@@ -187,8 +197,8 @@ def test_random_streams_match_the_reference_whatever_the_run_split(scratch_proje
     models = {name: f"{{{{ config(materialized='deduplicate', {cfg}, interval='10 seconds', {COMMON}) }}}}\n{BODY}"
               for name, (cfg, _) in MODES.items()}
     models["distinct_tumbling"], models["distinct_session10"] = MODELS["distinct_tumbling"], MODELS["distinct_session10"]
-    stream = Stream(scratch_project, spark, models)
-    records = random_records(rng, 60)
+    stream = Stream(scratch_project, spark, models, NUMERIC_TYPES)
+    records = random_records(rng, 60, NUMERIC_VALUES)
     cuts = sorted(rng.sample(range(1, len(records)), 4))
     for start, end in zip([0] + cuts, cuts + [len(records)]):
         for i in range(start, end, 5):                    # several commits per run

@@ -39,7 +39,8 @@ class Join:
     """Both inputs, a scratch project with the given models, and the same history fed to a
     reference per model (run-level interleaving)."""
 
-    def __init__(self, scratch_project, spark, models: dict[str, str], references: dict | None = None) -> None:
+    def __init__(self, scratch_project, spark, models: dict[str, str], references: dict | None = None,
+                 key_type: str = "string") -> None:
         files = {"models/sources.yml": sources_yml("orders", "prices")}
         files.update({f"models/{name}.sql": body for name, body in models.items()})
         self.project = scratch_project(files)
@@ -49,8 +50,8 @@ class Join:
         self.pending_table: list = []
         self.pending_stream: list = []
         props = "tblproperties ('delta.enableChangeDataFeed' = 'true')"
-        spark.sql(f"create or replace table {self.schema}.prices (product string, price string, valid_from timestamp, deleted boolean) using delta {props}")
-        spark.sql(f"create or replace table {self.schema}.orders (product string, ts timestamp, qty string, kafka_offset bigint) using delta {props}")
+        spark.sql(f"create or replace table {self.schema}.prices (product {key_type}, price string, valid_from timestamp, deleted boolean) using delta {props}")
+        spark.sql(f"create or replace table {self.schema}.orders (product {key_type}, ts timestamp, qty string, kafka_offset bigint) using delta {props}")
 
     def table(self, *changes: tuple) -> None:
         """One commit: (product, seconds, price) — price None: a tombstone at that time."""
@@ -227,29 +228,34 @@ RANDOM_MODELS = {
 }
 
 
+# bigint products: the type's extremes (a, b, c), and d that no table change names.
+KEYS = {"a": -2**63, "b": 2**33 + 5, "c": 2**63 - 1, "d": 0}
+
+
 def random_history(rng: random.Random, runs: int) -> list:
     """Runs of (table commits, stream commits) with time moving forward: table changes up to 80 s
     old (some beyond the horizon) and tombstones; records up to 40 s old (some late), null keys,
     null values. Whatever the seed, the middle run ends its table commits with a change of `a`
     older than the table's newest time by more than the models' retention, behind the horizon
     (ignored by the versioned models; the unversioned one takes it as `a`'s latest value)."""
+    a, b, c, d = KEYS.values()
     behind = max(retention for _, (_, retention, _) in RANDOM_MODELS.values() if retention) + 1
     now, out, newest = 100, [], 0
     for run in range(runs):
         table_commits, stream_commits = [], []
         for _ in range(rng.randint(0, 2)):
             now += rng.randint(0, 15)
-            keys = rng.sample(["a", "b", "c"], rng.randint(1, 3))
+            keys = rng.sample([a, b, c], rng.randint(1, 3))
             table_commits.append([(k, now + rng.randint(-80, 10), None if rng.random() < 0.15 else f"{k}{rng.randint(0, 99)}") for k in keys])
         newest = max([newest] + [ts for commit in table_commits for _, ts, _ in commit])
         if run == runs // 2:
             if not newest:   # no table time yet: one first, so that there is a horizon
                 newest = now
-                table_commits.append([("b", newest, "b_now")])
-            table_commits.append([("a", newest - behind, "a_old")])
+                table_commits.append([(b, newest, "b_now")])
+            table_commits.append([(a, newest - behind, "a_old")])
         for _ in range(rng.randint(1, 2)):
             now += rng.randint(0, 15)
-            stream_commits.append([(rng.choice(["a", "b", "c", "d", None]), now + rng.randint(-40, 10), None if rng.random() < 0.1 else "1")
+            stream_commits.append([(rng.choice([a, b, c, d, None]), now + rng.randint(-40, 10), None if rng.random() < 0.1 else "1")
                                    for _ in range(rng.randint(1, 4))])
         out.append((table_commits, stream_commits))
     return out
@@ -261,7 +267,7 @@ def test_randomized_against_reference(scratch_project, spark, seed):
     after every run (table changes of a run first); then a full refresh replays the same runs."""
     rng = random.Random(seed)
     refs = {name: reference.StreamTableJoin(*args) for name, (_, args) in RANDOM_MODELS.items()}
-    j = Join(scratch_project, spark, {name: body for name, (body, _) in RANDOM_MODELS.items()}, refs)
+    j = Join(scratch_project, spark, {name: body for name, (body, _) in RANDOM_MODELS.items()}, refs, key_type="bigint")
     for i, (table_commits, stream_commits) in enumerate(random_history(rng, 6)):
         for commit in table_commits:
             j.table(*commit)
