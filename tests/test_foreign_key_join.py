@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from contextlib import ExitStack
+from itertools import takewhile
 
 import pytest
 
@@ -69,6 +70,34 @@ def test_outer_join_with_combined_key_sql_and_python_bodies(scratch_project, spa
     # The Python body's output changes exactly as the SQL body's does.
     for model in OUTER_BODIES:
         assert fk.output_changes(model) == {("delete", ("r1", None)), ("insert", ("r9", "k2"))}, model
+
+
+def test_dbt_empty_builds_the_output_without_rows_for_sql_and_python_bodies(scratch_project, spark):
+    """dbt's --empty on foreign_key_join models (an SQL and a Python body): each output is created
+    with the body's columns and no rows, and nothing is recorded as consumed, so the next run
+    builds it whole; --empty again leaves the built output as it is."""
+    fk = FkJoinProject.create(scratch_project, spark, models=OUTER_BODIES)
+    fk.put_right(("r1", "x"), ("r2", "y"))
+    fk.put_left(("k1", "a", "r1"))
+    fk.run("--empty")
+    for model in OUTER_BODIES:
+        assert fk.output(model) == {}, model
+        described = [r.col_name for r in spark.sql(f"describe {fk.schema}.{model}").collect()]
+        assert list(takewhile(lambda c: c and not c.startswith("#"), described)) == ["rk", "k", "v", "fk", "rv"], (model, described)
+    fk.put_left(("k2", "b", None))
+    fk.run()
+    expected = {("r1", "k1"): ("a", "r1", "x"), (None, "k2"): ("b", None, None), ("r2", None): (None, None, "y")}
+    for model in OUTER_BODIES:
+        assert fk.output(model) == expected, model
+    fk.put_left(("k3", "c", "r2"))
+    fk.run("--empty")
+    for model in OUTER_BODIES:
+        assert fk.output(model) == expected, model
+    fk.run()
+    expected = {**{k: v for k, v in expected.items() if k != ("r2", None)}, ("r2", "k3"): ("c", "r2", "y")}
+    for model in OUTER_BODIES:
+        assert fk.output(model) == expected, model
+        assert fk.last_run_log(model)["mode"] == "incremental", model
 
 
 def test_fk_to_null_and_back(fk):

@@ -126,6 +126,58 @@ def test_optimize_and_vacuum_tables_compact_every_operator_table_and_later_runs_
     assert result.success and len(result.result.results) >= 4, [(r.node.name, str(r.status)) for r in result.result.results]
 
 
+def test_dbt_empty_builds_missing_outputs_without_rows_and_leaves_built_ones(built, spark, monkeypatch):
+    """dbt's --empty (a build of the models' schemas without rows: CI checks, upstream models
+    before dbt unit tests), in a schema of its own: every operator model's output is created with
+    the columns and Change Data Feed a real build gives it and no rows, reads no input and records
+    none as consumed; the next `dbt run` builds every output whole (dbt test: each equal to its
+    expected rows and to its full recompute). Then --empty leaves the built outputs as they are;
+    with --full-refresh it rebuilds them without rows, and the next run builds them whole again."""
+    empty = "ij_empty"
+    monkeypatch.setenv("DBT_SCHEMA", empty)
+    spark.sql(f"drop schema if exists {empty} cascade")
+    built.invoke("seed", "--quiet")
+    built.invoke("run", "--quiet", "--empty")
+
+    def schema_of(schema: str, table: str) -> list:
+        return [(r.col_name, r.data_type) for r in spark.sql(f"describe {schema}.{table}").collect()]
+
+    def check_built_empty() -> None:
+        for m in OPERATOR_MODELS:
+            assert spark.sql(f"select count(*) from {empty}.{m}").first()[0] == 0, m
+            assert schema_of(empty, m) == schema_of(SCHEMA, m), m   # as the module's full build made it
+            properties = tblproperties(spark, f"{empty}.{m}")
+            assert properties["delta.enableChangeDataFeed"] == "true", m
+            assert "where false" not in properties.get("incremental_joins.recompute_sql", ""), m
+            consumed = spark.sql(f"select count(*) from {empty}.{m}__ij_highwater where version is not null or pending_version is not null").first()[0]
+            assert consumed == 0, m
+        tables = [r.tableName for r in spark.sql(f"show tables in {empty}").collect()]
+        assert not [t for t in tables if "__ij_empty" in t], tables   # the empty copies of the inputs are gone
+
+    def check_built_whole() -> None:
+        built.invoke("run", "--quiet")
+        for m in OPERATOR_MODELS:
+            assert spark.sql(f"select count(*) from {empty}.{m}").first()[0] > 0, m
+        result = built.invoke("test", "--select", *OPERATOR_MODELS, check=False)
+        assert result.success and len(result.result.results) >= 10, [(r.node.name, str(r.status)) for r in result.result.results]
+
+    def versions() -> dict:
+        return {m: spark.sql(f"describe history {empty}.{m} limit 1").first()["version"] for m in OPERATOR_MODELS}
+
+    check_built_empty()
+    log = {r.model: r.mode for r in spark.sql(f"select model, mode from {empty}.incremental_joins_run_log").collect()}
+    assert log == {m: "empty" for m in OPERATOR_MODELS}, log
+    check_built_whole()
+
+    before = versions()
+    built.invoke("run", "--quiet", "--empty", "--select", *OPERATOR_MODELS)
+    assert versions() == before
+    built.invoke("run", "--quiet", "--empty", "--full-refresh", "--select", *OPERATOR_MODELS)
+    check_built_empty()
+    check_built_whole()
+    spark.sql(f"drop schema {empty} cascade")
+
+
 def test_dbt_test_passes_on_integration_project(built):
     # dbt-spark's `dbt seed` drops and re-creates seed tables: the joins need a full refresh after it.
     built.invoke("seed", "--quiet")

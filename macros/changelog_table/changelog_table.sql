@@ -10,6 +10,8 @@
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.changelog_table_config() -%}
   {%- set inputs = incremental_joins.marked_inputs(sql, ['stream'], "select * from {{ incremental_joins.stream(source('cdc', 'customers')) }}") -%}
+  {%- set inputs = incremental_joins.empty_run_inputs(inputs) -%}
+  {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set name = inputs.stream -%}
   {%- set sequences = incremental_joins.state_relation('sequences') -%}
   {%- set run = incremental_joins.begin_run([name], 'error', [sequences]) -%}
@@ -32,7 +34,7 @@
     __ij_seq, __ij_commit, __ij_order, __ij_commit_ts (arrival), __ij_kind (upsert or delete),
     value columns. Returns {'relation', 'values', 'recompute_sql'}. -#}
 {% macro changelog_events(cfg, inputs, plan) %}
-  {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
+  {%- set body = incremental_joins.with_inputs(sql, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
   {%- set columns = incremental_joins.query_columns(body) -%}
   {%- set lower_columns = columns | map('lower') | list -%}
   {%- for key, column in [('operation', cfg.operation), ('sequence', cfg.sequence), ('arrival_order', cfg.arrival_order), ('payload', cfg.payload)] if column and column | lower not in lower_columns -%}

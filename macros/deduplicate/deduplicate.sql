@@ -13,6 +13,8 @@
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.deduplicate_config() -%}
   {%- set inputs = incremental_joins.marked_inputs(sql, ['stream'], "select * from {{ incremental_joins.stream(ref('events')) }}") -%}
+  {%- set inputs = incremental_joins.empty_run_inputs(inputs) -%}
+  {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set name = inputs.stream -%}
   {%- set state = incremental_joins.state_relation('state') -%}
   {%- set run = incremental_joins.begin_run([name], 'error', [state], pin_state=true) -%}
@@ -55,7 +57,7 @@
     the largest event time of the partition so far, this record included). Returns the staged
     relation and the body's column names. -#}
 {% macro dedup_records(cfg, inputs, plan, clock_sql) %}
-  {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
+  {%- set body = incremental_joins.with_inputs(sql, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
   {%- set schema = incremental_joins.query_schema(body) -%}
   {%- set names = schema | map('first') | list -%}
   {%- set columns = names | map('lower') | list -%}

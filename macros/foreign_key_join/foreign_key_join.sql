@@ -8,6 +8,8 @@
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.foreign_key_join_config() -%}
   {%- set inputs = incremental_joins.join_inputs() -%}
+  {%- set inputs = incremental_joins.empty_run_inputs(inputs) -%}
+  {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- do incremental_joins.check_foreign_key(cfg, inputs.left) -%}
   {%- set run = incremental_joins.begin_run(inputs.values(), cfg.on_missing_history, [incremental_joins.state_relation('index')]) -%}
   {%- set consumed, versions, full_reason = run.consumed, run.versions, run.full_reason -%}
@@ -21,10 +23,10 @@
   {%- if plan.left_sql is not defined -%}
   {%- elif model.language == 'python' -%}
     {#- A Python body runs here, in the materialization itself, as dbt requires. -#}
-    {%- call statement('python_body', language='python') -%}{{ incremental_joins.python_body(cfg, inputs, plan) }}{%- endcall -%}
+    {%- call statement('python_body', language='python') -%}{{ incremental_joins.python_body(cfg, plan) }}{%- endcall -%}
     {%- set new_rows = 'select * from ' ~ incremental_joins.state_relation('python_rows') -%}
   {%- else -%}
-    {%- set new_rows = incremental_joins.with_inputs(sql, inputs, {'left': plan.left_sql, 'right': plan.right_sql}) -%}
+    {%- set new_rows = incremental_joins.with_inputs(sql, {'left': plan.left_sql, 'right': plan.right_sql}) -%}
   {%- endif -%}
   {%- set stats = incremental_joins.fk_join_write(cfg, plan, new_rows, run) -%}
 

@@ -17,7 +17,7 @@
   {%- set found = [] -%}
   {%- for call in modules.re.finditer('dbt\\.(ref|source)\\(([^)]*)\\)', model.raw_code) -%}
     {%- set args = modules.re.findall('[\'"]([^\'"]+)[\'"]', call.group(2)) -%}
-    {%- set relation = (ref(*args) if call.group(1) == 'ref' else source(*args)) | string -%}
+    {%- set relation = (ref(*args) if call.group(1) == 'ref' else source(*args)).render() -%}
     {%- if relation not in found -%}{%- do found.append(relation) -%}{%- endif -%}
   {%- endfor -%}
   {%- if found | length not in [1, 2] -%}
@@ -31,7 +31,8 @@
 
 {#- The compiled model followed by the code that runs it: inputs that read this run's temporary
     views become Delta tables first (a Python job may run in another Spark session). -#}
-{% macro python_body(cfg, inputs, plan) %}
+{% macro python_body(cfg, plan) %}
+  {%- set inputs = incremental_joins.python_join_inputs() -%}  {#- as the body's dbt.ref() names them -#}
   {%- set sides = {} -%}
   {%- for side in ['left', 'right'] -%}
     {%- set rows_sql = plan[side ~ '_sql'] -%}
@@ -51,11 +52,15 @@
 def _ij_run(settings):
     import functools
     import json
+    import re
     from pyspark.sql import DataFrame, functions as F
 
     read = {}
 
     def load(name):
+        # Under dbt's --empty an input is named "(select * from <name> where false limit 0)".
+        empty = re.fullmatch(r"\(select \* from (\S+) where false limit 0\)(?: _dbt_limit_subq_\w+)?", name)
+        name = empty.group(1) if empty else name
         df = spark.table(name)
         read[id(df)] = name
         return df

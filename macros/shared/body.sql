@@ -18,28 +18,54 @@
   /*ij:stream*/ {{ relation }}
 {%- endmacro %}
 
+{#- A relation as dbt's --empty renders it: `(select * from <name> where false limit 0)`, with an
+    alias on adapters that require one (databricks). Group 1: the name. -#}
+{% macro empty_ref_pattern() %}
+  {{ return('\\(select \\* from (\\S+) where false limit 0\\)(?: _dbt_limit_subq_\\w+)?') }}
+{% endmacro %}
+
+{#- `sql` with every relation dbt's --empty rendered empty, and every empty copy of an input
+    (empty_run_inputs), named as it is: the full recompute an output built by --empty keeps
+    (create_output). -#}
+{% macro without_empty_refs(sql) %}
+  {%- set out = namespace(sql=modules.re.sub(incremental_joins.empty_ref_pattern(), '\\1', sql)) -%}
+  {%- for copy, name in model.get('incremental_joins_empty_copies', {}).items() -%}
+    {%- set out.sql = out.sql.replace(copy, name) -%}
+  {%- endfor -%}
+  {{ return(out.sql) }}
+{% endmacro %}
+
+{#- The marker of input `side` in `sql` and the relation after it (group 1 or 2: its name). -#}
+{% macro find_marker(sql, side) %}
+  {{ return(modules.re.search('/\\*ij:' ~ side ~ '\\*/\\s*(?:' ~ incremental_joins.empty_ref_pattern() ~ '|(\\S+))', sql or '')) }}
+{% endmacro %}
+
 {#- {side: relation name} for the markers `sides` found in the compiled SQL; `usage` shows how
     the body is written, for the error when one is missing. -#}
 {% macro marked_inputs(sql, sides, usage) %}
   {%- set found = {} -%}
   {%- for side in sides -%}
-    {%- set match = modules.re.search('/\\*ij:' ~ side ~ '\\*/\\s*(\\S+)', sql or '') -%}
+    {%- set match = incremental_joins.find_marker(sql, side) -%}
     {%- if not match -%}
       {%- set msg -%}
 {{ model.name }}: a {{ config.get('materialized') }} model reads its input through a marker macro, and none was found in its SQL. Write the body as `{{ usage }}`.
       {%- endset -%}
       {{ exceptions.raise_compiler_error(msg) }}
     {%- endif -%}
-    {%- do found.update({side: match.group(1)}) -%}
+    {%- do found.update({side: match.group(1) or match.group(2)}) -%}
   {%- endfor -%}
   {{ return(found) }}
 {% endmacro %}
 
-{#- The model SQL with each marked input replaced by a subquery: {side: sql}. -#}
-{% macro with_inputs(sql, inputs, replacements) %}
+{#- The model SQL with each marked input (every occurrence of its marker) replaced by a subquery:
+    {side: sql}. -#}
+{% macro with_inputs(sql, replacements) %}
   {%- set out = namespace(sql=sql) -%}
   {%- for side, rows_sql in replacements.items() -%}
-    {%- set out.sql = out.sql.replace('/*ij:' ~ side ~ '*/ ' ~ inputs[side], '(' ~ rows_sql ~ ')') -%}
+    {%- for _ in range(sql.count('/*ij:' ~ side ~ '*/')) -%}
+      {%- set match = incremental_joins.find_marker(out.sql, side) -%}
+      {%- set out.sql = out.sql[:match.start()] ~ '(' ~ rows_sql ~ ')' ~ out.sql[match.end():] -%}
+    {%- endfor -%}
   {%- endfor -%}
   {{ return(out.sql) }}
 {% endmacro %}

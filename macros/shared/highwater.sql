@@ -84,6 +84,7 @@
 
 {#- Record the versions this run reads as pending, before its first write. -#}
 {% macro pin_versions(run) %}
+  {%- if flags.EMPTY -%}{{ return(none) }}{%- endif -%}  {#- nothing read (empty_run_inputs) -#}
   {%- set rows = {} -%}
   {%- for name, v in run.versions.items() -%}
     {%- do rows.update({name: {'version': run.highwater.get(name, {}).get('version'), 'pending': v}}) -%}
@@ -93,6 +94,13 @@
 
 {#- The last write of a run: the pinned versions become the consumed ones. -#}
 {% macro advance_highwater(versions) %}
+  {#- --empty read nothing (empty_run_inputs): any input an earlier run consumed is forgotten. -#}
+  {%- if flags.EMPTY -%}
+    {%- set forgotten = {} -%}
+    {%- for name in model.get('incremental_joins_highwater').state -%}{%- do forgotten.update({name: {'version': none, 'pending': none}}) -%}{%- endfor -%}
+    {%- if forgotten -%}{%- do incremental_joins.write_highwater('advance', forgotten, overwrite=true) -%}{%- endif -%}
+    {{ return(none) }}
+  {%- endif -%}
   {%- set rows = {} -%}
   {%- for name, v in versions.items() -%}{%- do rows.update({name: {'version': v, 'pending': none}}) -%}{%- endfor -%}
   {% do incremental_joins.write_highwater('advance', rows) %}

@@ -55,6 +55,39 @@
               'commits': commits if full_reason is none else {}}) }}
 {% endmacro %}
 
+{#- dbt's --empty (`dbt run --empty`, `dbt build --empty`: the models' schemas without their
+    rows, e.g. a CI check, or upstream models built before dbt unit tests). An output that exists
+    is left as it is (nothing read, nothing written), unless --full-refresh says to rebuild it. A
+    missing one (or one to rebuild) is built with no rows by the operator's own first run, over an
+    empty Delta copy of each input (its columns, no rows), so that it has the columns, table
+    properties and clustering a real first run gives it; the highwater then records nothing as
+    consumed (advance_highwater), so the next run without --empty builds the output whole.
+    Returns the inputs to read ({side: relation name}), or none when the output is left as it is. -#}
+{% macro empty_run_inputs(inputs) %}
+  {%- if not flags.EMPTY -%}{{ return(inputs) }}{%- endif -%}
+  {%- if load_cached_relation(this) is not none and not should_full_refresh() -%}
+    {{ run_hooks(pre_hooks) }}
+    {%- call statement('main') -%}select 'dbt --empty: the existing output is left as it is' as outcome{%- endcall -%}
+    {{ log(model.name ~ ': --empty, its output ' ~ this ~ ' exists and is left as it is', info=true) }}
+    {{ run_hooks(post_hooks) }}
+    {{ return(none) }}
+  {%- endif -%}
+  {%- set copies, reads = {}, {} -%}
+  {%- for side, name in inputs.items() -%}
+    {%- if name not in copies -%}
+      {%- set copy = incremental_joins.state_relation('empty_' ~ (copies | length + 1)) -%}
+      {%- do incremental_joins.create_state_table(copy, 'select * from ' ~ name ~ ' where false') -%}
+      {%- do adapter.cache_added(copy) -%}
+      {%- do copies.update({name: copy | string}) -%}
+    {%- endif -%}
+    {%- do reads.update({side: copies[name]}) -%}
+  {%- endfor -%}
+  {%- set originals = {} -%}
+  {%- for name, copy in copies.items() -%}{%- do originals.update({copy: name}) -%}{%- endfor -%}
+  {%- do model.update({'incremental_joins_empty_copies': originals}) -%}
+  {{ return(reads) }}
+{% endmacro %}
+
 {#- After the writes: advance the highwater (the last write of a run), release this run's staged
     views, record the run; then dbt's `grants` on the output (its state tables get none; grants
     an earlier run gave and the config no longer names are revoked, as dbt's `table` does). -#}
@@ -63,6 +96,10 @@
   {% do incremental_joins.advance_highwater(run.versions) %}
   {% do incremental_joins.release_staged() %}
   {% do stats.update({'versions_read': run.versions}) %}
+  {%- if flags.EMPTY -%}
+    {%- for n in range(1, 3) -%}{%- do adapter.drop_relation(incremental_joins.state_relation('empty_' ~ n)) -%}{%- endfor -%}
+    {%- do stats.update({'mode': 'empty', 'versions_read': {}, 'fallback_reason': 'dbt --empty: built with no rows, no input read or recorded as consumed'}) -%}
+  {%- endif -%}
   {% do incremental_joins.log_run(operator, started_at, stats) %}
   {#- A first run created the output: no grant of an earlier run to revoke. -#}
   {% do apply_grants(this, config.get('grants'), should_revoke(run.full_reason != 'first run', full_refresh_mode=true)) %}

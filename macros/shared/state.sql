@@ -214,7 +214,7 @@
     create or replace table {{ this }}
     using delta
     {{ incremental_joins.cluster_by(key_columns) }}
-    {{ incremental_joins.delta_tblproperties({'incremental_joins.recompute_sql': recompute_sql} if recompute_sql else {}) }}
+    {{ incremental_joins.delta_tblproperties({'incremental_joins.recompute_sql': incremental_joins.without_empty_refs(recompute_sql)} if recompute_sql else {}) }}
     as {{ new_rows }}
   {%- endcall -%}
 {% endmacro %}

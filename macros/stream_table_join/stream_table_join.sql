@@ -20,6 +20,8 @@
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.stream_table_join_config() -%}
   {%- set inputs = incremental_joins.marked_inputs(sql, ['stream', 'table'], "select s.*, t.price from {{ incremental_joins.as_of_join(ref('orders'), ref('prices')) }}") -%}
+  {%- set inputs = incremental_joins.empty_run_inputs(inputs) -%}
+  {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set st = {'history': incremental_joins.state_relation('history'), 'buffer': incremental_joins.state_relation('buffer'),
                 'clock': incremental_joins.state_relation('clock'), 'cuts': incremental_joins.state_relation('runs')} -%}
   {%- set run = incremental_joins.begin_run([inputs.stream, inputs.table], 'error', [st.history, st.buffer, st.clock, this], pin_state=true) -%}
@@ -316,7 +318,7 @@
     out), buffer MERGEd (new waiting records in, released ones out), clock replaced, this run's
     cut recorded. -#}
 {% macro stj_write(cfg, inputs, flow, st, full, run) %}
-  {%- set body = incremental_joins.with_inputs(sql, inputs, {'stream': 'select * from ' ~ flow.emitted, 'table': flow.matched}) -%}
+  {%- set body = incremental_joins.with_inputs(sql, {'stream': 'select * from ' ~ flow.emitted, 'table': flow.matched}) -%}
   {%- set body = modules.re.sub('/\\*ij:on (\\S+) (\\S+)\\*/.*?/\\*ij:end\\*/', '\\1.__ij_rec = \\2.__ij_rec', body, flags=modules.re.S) -%}
   {%- set output_columns = [] -%}
   {%- for c in incremental_joins.query_columns(body) if not c.startswith('__ij_') -%}{%- do output_columns.append(c) -%}{%- endfor -%}
