@@ -131,13 +131,17 @@ def test_dbt_empty_builds_missing_outputs_without_rows_and_leaves_built_ones(bui
     before dbt unit tests), in a schema of its own: every operator model's output is created with
     the columns and Change Data Feed a real build gives it and no rows, reads no input and records
     none as consumed; the next `dbt run` builds every output whole (dbt test: each equal to its
-    expected rows and to its full recompute). Then --empty leaves the built outputs as they are;
-    with --full-refresh it rebuilds them without rows, and the next run builds them whole again."""
+    expected rows and to its full recompute). `dbt build --empty` runs the data tests too: the
+    package's generic tests read the empty form of a relation. Then --empty leaves the built
+    outputs as they are; with --full-refresh it rebuilds them without rows, and the next run builds
+    them whole again."""
     empty = "ij_empty"
     monkeypatch.setenv("DBT_SCHEMA", empty)
     spark.sql(f"drop schema if exists {empty} cascade")
     built.invoke("seed", "--quiet")
-    built.invoke("run", "--quiet", "--empty")
+    result = built.invoke("build", "--quiet", "--empty", check=False)
+    assert result.success, [(r.node.name, str(r.status), r.message) for r in result.result.results if str(r.status) not in ("pass", "success")]
+    assert sum(1 for r in result.result.results if r.node.resource_type == "test") >= 20
 
     def schema_of(schema: str, table: str) -> list:
         return [(r.col_name, r.data_type) for r in spark.sql(f"describe {schema}.{table}").collect()]

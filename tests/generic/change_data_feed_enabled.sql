@@ -3,7 +3,7 @@
 {% test change_data_feed_enabled(model) %}
   {%- set found = namespace(value='unset') -%}
   {%- if execute -%}
-    {%- for row in run_query('show tblproperties ' ~ model).rows -%}
+    {%- for row in run_query('show tblproperties ' ~ incremental_joins.without_empty_refs(model | string)).rows -%}
       {%- if row[0] == 'delta.enableChangeDataFeed' -%}{%- set found.value = row[1] | lower -%}{%- endif -%}
     {%- endfor -%}
   {%- endif %}

@@ -3,7 +3,7 @@
 {% test equal_rowsets(model, compare_model) %}
   {%- set columns = '*' -%}
   {%- if execute -%}
-    {%- set columns = adapter.get_columns_in_relation(compare_model) | map(attribute='quoted') | join(', ') -%}
+    {%- set columns = incremental_joins.column_list(incremental_joins.query_columns('select * from ' ~ compare_model)) -%}  {#- a relation or dbt --empty's subquery -#}
   {%- endif %}
   {{ incremental_joins.rowset_difference('select ' ~ columns ~ ' from ' ~ model, 'select ' ~ columns ~ ' from ' ~ compare_model) }}
 {% endtest %}
