@@ -42,6 +42,21 @@ def test_body_without_the_join_marker(project_with, spark):
     assert not spark.catalog.tableExists(f"{fk.schema}.joined")
 
 
+def test_an_input_sampled_by_dbt_sample_is_refused(project_with, spark):
+    """dbt's --sample renders a source with an event_time as a filtered query: the model says so and
+    how to run, and writes nothing."""
+    fk = project_with()
+    fk.put_left(("k1", "a", "r1"))
+    fk.run()
+    sources = fk.project.path / "models" / "sources.yml"
+    sources.write_text(SOURCES.replace("{name: lhs}", "{name: lhs, config: {event_time: v}}"))
+    fk.put_left(("k2", "b", "r1"))
+    message = error_of(fk.run("--sample", "3 days", check=False))
+    assert "joined: its left input is a query, not a table" in message, message
+    assert "under --sample" in message and "run it without --sample (e.g. `--exclude joined`)" in message, message
+    assert {r.k: r.v for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "a"}   # nothing written
+
+
 def test_outer_join_needs_the_combined_key(project_with):
     fk = project_with(join_type="'outer'")
     message = error_of(fk.run(check=False))

@@ -59,7 +59,7 @@ def _ij_run(settings):
 
     def load(name):
         # Under dbt's --empty an input is named "(select * from <name> where false limit 0)".
-        empty = re.fullmatch(r"\(select \* from (\S+) where false limit 0\)(?: _dbt_limit_subq_\w+)?", name)
+        empty = re.fullmatch({{ tojson(incremental_joins.empty_ref_pattern()) }}, name)
         name = empty.group(1) if empty else name
         df = spark.table(name)
         read[id(df)] = name

@@ -29,7 +29,7 @@
     (create_output). -#}
 {% macro without_empty_refs(sql) %}
   {%- set out = namespace(sql=modules.re.sub(incremental_joins.empty_ref_pattern(), '\\1', sql)) -%}
-  {%- for copy, name in model.get('incremental_joins_empty_copies', {}).items() -%}
+  {%- for name, copy in model.get('incremental_joins_empty_copies', {}).items() -%}
     {%- set out.sql = out.sql.replace(copy, name) -%}
   {%- endfor -%}
   {{ return(out.sql) }}
@@ -52,7 +52,14 @@
       {%- endset -%}
       {{ exceptions.raise_compiler_error(msg) }}
     {%- endif -%}
-    {%- do found.update({side: match.group(1) or match.group(2)}) -%}
+    {%- set name = match.group(1) or match.group(2) -%}
+    {%- if name.startswith('(') -%}
+      {%- set msg -%}
+{{ model.name }}: its {{ side }} input is a query, not a table: `{{ (sql[match.start(2):] | truncate(120, true, '...')) | replace('\n', ' ') }}` — dbt renders a ref or source that has an event_time this way under --sample (or for a microbatch model). A {{ config.get('materialized') }} model reads each input's Delta changes, so it runs over whole inputs: run it without --sample (e.g. `--exclude {{ model.name }}`).
+      {%- endset -%}
+      {{ exceptions.raise_compiler_error(msg) }}
+    {%- endif -%}
+    {%- do found.update({side: name}) -%}
   {%- endfor -%}
   {{ return(found) }}
 {% endmacro %}

@@ -72,7 +72,7 @@
     {{ run_hooks(post_hooks) }}
     {{ return(none) }}
   {%- endif -%}
-  {%- set copies, reads = {}, {} -%}
+  {%- set copies, reads = {}, {} -%}  {#- {input: its copy}, {side: copy}; a self-join reads one copy -#}
   {%- for side, name in inputs.items() -%}
     {%- if name not in copies -%}
       {%- set copy = incremental_joins.state_relation('empty_' ~ (copies | length + 1)) -%}
@@ -82,9 +82,7 @@
     {%- endif -%}
     {%- do reads.update({side: copies[name]}) -%}
   {%- endfor -%}
-  {%- set originals = {} -%}
-  {%- for name, copy in copies.items() -%}{%- do originals.update({copy: name}) -%}{%- endfor -%}
-  {%- do model.update({'incremental_joins_empty_copies': originals}) -%}
+  {%- do model.update({'incremental_joins_empty_copies': copies}) -%}
   {{ return(reads) }}
 {% endmacro %}
 
@@ -97,7 +95,7 @@
   {% do incremental_joins.release_staged() %}
   {% do stats.update({'versions_read': run.versions}) %}
   {%- if flags.EMPTY -%}
-    {%- for n in range(1, 3) -%}{%- do adapter.drop_relation(incremental_joins.state_relation('empty_' ~ n)) -%}{%- endfor -%}
+    {%- for copy in model.get('incremental_joins_empty_copies', {}).values() -%}{%- do adapter.drop_relation(incremental_joins.parse_relation(copy)) -%}{%- endfor -%}
     {%- do stats.update({'mode': 'empty', 'versions_read': {}, 'fallback_reason': 'dbt --empty: built with no rows, no input read or recorded as consumed'}) -%}
   {%- endif -%}
   {% do incremental_joins.log_run(operator, started_at, stats) %}
