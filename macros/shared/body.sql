@@ -35,9 +35,9 @@
   {{ return(out.sql) }}
 {% endmacro %}
 
-{#- The marker of input `side` in `sql` and the relation after it (group 1 or 2: its name). -#}
-{% macro find_marker(sql, side) %}
-  {{ return(modules.re.search('/\\*ij:' ~ side ~ '\\*/\\s*(?:' ~ incremental_joins.empty_ref_pattern() ~ '|(\\S+))', sql or '')) }}
+{#- The marker of input `side` and the relation after it (group 1 or 2: its name). -#}
+{% macro marker_pattern(side) %}
+  {{ return('/\\*ij:' ~ side ~ '\\*/\\s*(?:' ~ incremental_joins.empty_ref_pattern() ~ '|(\\S+))') }}
 {% endmacro %}
 
 {#- {side: relation name} for the markers `sides` found in the compiled SQL; `usage` shows how
@@ -45,7 +45,7 @@
 {% macro marked_inputs(sql, sides, usage) %}
   {%- set found = {} -%}
   {%- for side in sides -%}
-    {%- set match = incremental_joins.find_marker(sql, side) -%}
+    {%- set match = modules.re.search(incremental_joins.marker_pattern(side), sql or '') -%}
     {%- if not match -%}
       {%- set msg -%}
 {{ model.name }}: a {{ config.get('materialized') }} model reads its input through a marker macro, and none was found in its SQL. Write the body as `{{ usage }}`.
@@ -69,10 +69,8 @@
 {% macro with_inputs(sql, replacements) %}
   {%- set out = namespace(sql=sql) -%}
   {%- for side, rows_sql in replacements.items() -%}
-    {%- for _ in range(sql.count('/*ij:' ~ side ~ '*/')) -%}
-      {%- set match = incremental_joins.find_marker(out.sql, side) -%}
-      {%- set out.sql = out.sql[:match.start()] ~ '(' ~ rows_sql ~ ')' ~ out.sql[match.end():] -%}
-    {%- endfor -%}
+    {#- The subquery's backslashes escaped: re.sub reads them in its replacement. -#}
+    {%- set out.sql = modules.re.sub(incremental_joins.marker_pattern(side), ('(' ~ rows_sql ~ ')').replace('\\', '\\\\'), out.sql) -%}
   {%- endfor -%}
   {{ return(out.sql) }}
 {% endmacro %}

@@ -94,7 +94,7 @@
   {% do incremental_joins.advance_highwater(run.versions) %}
   {% do incremental_joins.release_staged() %}
   {% do stats.update({'versions_read': run.versions}) %}
-  {%- if flags.EMPTY -%}
+  {%- if flags.EMPTY -%}   {#- the versions read were those of the empty copies -#}
     {%- for copy in model.get('incremental_joins_empty_copies', {}).values() -%}{%- do adapter.drop_relation(incremental_joins.parse_relation(copy)) -%}{%- endfor -%}
     {%- do stats.update({'mode': 'empty', 'versions_read': {}, 'fallback_reason': 'dbt --empty: built with no rows, no input read or recorded as consumed'}) -%}
   {%- endif -%}
