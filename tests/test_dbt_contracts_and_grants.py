@@ -3,7 +3,9 @@ models: before a run writes or pins anything, the rows it would write must have 
 contract's columns and data types, and break none of its not_null and check constraints; else the
 run fails naming the model, the column, the constraint and a sample row, and nothing is written —
 so a run after the data is fixed reads the fixed data (no version was pinned). And dbt's `grants`
-config: applied to the output after every run, as dbt's `table` applies it."""
+config: applied to the output after every run, as dbt's `table` applies it. And dbt's table
+configs (`location_root`, `tblproperties`, `persist_docs`, `file_format`), applied to the tables a
+model creates as dbt-spark's `table` applies them."""
 
 from __future__ import annotations
 
@@ -187,3 +189,135 @@ def test_grants_reach_the_output_and_follow_the_config(scratch_project, spark):
     assert statements() == [("grant", "select", output, "analysts"), ("grant", "select", output, "finance"),
                             ("revoke", "select", output, "analysts")]
     assert [tuple(r) for r in spark.table(f"{s}.granted").collect()] == [(output, "select", "finance")]
+
+
+# dbt's table configs, as dbt-spark's `table` applies them when it creates a table: every table an
+# operator model creates (output, state tables, highwater) at `<location_root>/<its name>`; the
+# output with the `tblproperties` config beside its own, the model's description as its comment.
+def table_configs_yml(root: str, enriched_extra: str = "") -> str:
+    others = "\n".join(f"  - {{name: {m}, config: {{location_root: '{root}'}}}}" for m in MODELS if m != "enriched")
+    return f"""
+version: 2
+models:
+  - name: enriched
+    description: "Orders with the name of their customer"
+    config:
+      location_root: '{root}'
+      tblproperties: {{delta.logRetentionDuration: 'interval 60 days', owner_team: analytics, delta.enableDeletionVectors: false}}
+      persist_docs: {{relation: true, columns: true}}{enriched_extra}
+    columns:
+      - {{name: customer_name, description: "the customer's name as of the run"}}
+{others}
+"""
+
+
+def test_location_root_tblproperties_and_persist_docs_reach_every_table_a_model_creates(scratch_project, spark, tmp_path):
+    root, moved = tmp_path / "lake", tmp_path / "lake2"
+    files = {f"models/{name}.sql": body for name, body in MODELS.items()}
+    files["models/sources.yml"] = sources_yml("orders", "customers", "cdc")
+    files["models/configs.yml"] = table_configs_yml(str(root))
+    project = scratch_project(files)
+    s = project.schema
+    spark.sql(f"create table {s}.orders (order_id bigint, customer_id bigint, amount double, updated_at timestamp) using delta")
+    spark.sql(f"create table {s}.customers (customer_id bigint, name string) using delta")
+    spark.sql(f"create table {s}.cdc (customer_id bigint, op string, lsn bigint, name string) using delta")
+    # Ten orders of five customers, so that the changes below reach few enough orders for an
+    # incremental run (below full_recompute_above=0.5).
+    names = {10: "Ada", 11: "Bob", 12: "Cy", 13: "Dee", 14: "Eve"}
+    orders = {i: (10 + i % 5, float(i)) for i in range(1, 11)}
+
+    def add_order(order_id: int, customer_id: int) -> None:
+        orders[order_id] = (customer_id, float(order_id))
+        spark.sql(f"insert into {s}.orders values ({order_id}, {customer_id}, {float(order_id)}, timestamp'2026-11-01 09:00:00' + make_interval(0, 0, 0, 0, 0, {order_id}))")
+
+    def rename(customer_id: int, name: str) -> None:
+        names[customer_id] = name
+        spark.sql(f"update {s}.customers set name = '{name}' where customer_id = {customer_id}")
+
+    def expected() -> set[tuple]:
+        return {(o, amount, names[c]) for o, (c, amount) in orders.items()}
+
+    spark.sql(f"insert into {s}.orders values " + ", ".join(f"({o}, {c}, {a}, timestamp'2026-11-01 09:00:00' + make_interval(0, 0, 0, 0, 0, {o}))" for o, (c, a) in orders.items()))
+    spark.sql(f"insert into {s}.customers values " + ", ".join(f"({c}, '{n}')" for c, n in names.items()))
+    spark.sql(f"insert into {s}.cdc values (10, 'c', 1, 'Ada')")
+
+    def location(table: str) -> str:
+        return spark.sql(f"describe detail {s}.{table}").first().location
+
+    def tables_of(model: str) -> list[str]:
+        return sorted(r.tableName for r in spark.sql(f"show tables in {s} like '{model}__ij_*'").collect() if not r.isTemporary)
+
+    def placed(model: str, where) -> dict[str, str]:
+        """Each of the model's tables whose location is not `<where>/<its name>`."""
+        return {t: location(t) for t in [model, *tables_of(model)] if location(t) != f"file:{where}/{t}"}
+
+    def rows(model: str) -> set[tuple]:
+        return {tuple(r) for r in spark.table(f"{s}.{model}").collect()}
+
+    def last_mode(model: str) -> str:
+        return spark.sql(f"select mode from {s}.incremental_joins_run_log where model = '{model}' order by finished_at desc limit 1").first().mode
+
+    project.invoke("run")
+    for model in MODELS:
+        assert tables_of(model), model  # the highwater at least
+        assert placed(model, root) == {}, model
+    assert set(tables_of("enriched")) == {"enriched__ij_highwater", "enriched__ij_index"}
+    # The run log is the schema's, created by the package's on-run-start: where the schema keeps tables.
+    assert not location("incremental_joins_run_log").startswith(f"file:{root}")
+    assert rows("enriched") == expected()
+
+    properties = {r.key: r.value for r in spark.sql(f"show tblproperties {s}.enriched").collect()}
+    assert properties["delta.logRetentionDuration"] == "interval 60 days" and properties["owner_team"] == "analytics"
+    assert properties["delta.enableDeletionVectors"] == "false"  # the config's, not the package's default
+    assert properties["delta.enableChangeDataFeed"] == "true" and "incremental_joins.recompute_sql" in properties
+    detail = {r.col_name: r.data_type for r in spark.sql(f"describe table extended {s}.enriched").collect()}
+    assert detail["Comment"] == "Orders with the name of their customer"
+    assert {r.col_name: r.comment for r in spark.sql(f"describe table {s}.enriched").collect()}["customer_name"] == "the customer's name as of the run"
+    # The state tables keep the package's properties: the config is the output's.
+    assert "owner_team" not in {r.key for r in spark.sql(f"show tblproperties {s}.enriched__ij_index").collect()}
+
+    # An incremental run writes into the tables where they are.
+    rename(14, "Eve L.")
+    add_order(11, 13)
+    spark.sql(f"insert into {s}.cdc values (11, 'c', 2, 'Bob')")
+    project.invoke("run")
+    assert last_mode("enriched") == "incremental"
+    assert rows("enriched") == expected()
+    assert rows("current_customers") == {(10, 1, "Ada"), (11, 2, "Bob")}
+    for model in MODELS:
+        assert placed(model, root) == {}, model
+
+    # Another location_root: a run writes where the tables are; --full-refresh moves them there
+    # (Delta replaces a table only at its own location) and the runs after it are incremental.
+    (project.path / "models" / "configs.yml").write_text(table_configs_yml(str(moved)))
+    add_order(12, 10)
+    project.invoke("run", "--select", "enriched")
+    assert last_mode("enriched") == "incremental" and placed("enriched", root) == {}
+    project.invoke("run", "--select", "enriched", "current_customers", "--full-refresh")
+    for model in ("enriched", "current_customers"):
+        assert placed(model, moved) == {}, model
+    assert set(tables_of("enriched")) == {"enriched__ij_highwater", "enriched__ij_index"}
+    assert rows("enriched") == expected()
+    assert {r.key: r.value for r in spark.sql(f"show tblproperties {s}.enriched").collect()}["owner_team"] == "analytics"
+    rename(12, "Cyrus")
+    spark.sql(f"insert into {s}.cdc values (10, 'u', 3, 'Ada L.')")
+    project.invoke("run", "--select", "enriched", "current_customers")
+    assert last_mode("enriched") == "incremental" and last_mode("current_customers") == "incremental"
+    assert rows("enriched") == expected()
+    assert rows("current_customers") == {(10, 3, "Ada L."), (11, 2, "Bob")}
+
+    # Configs the package cannot honour fail before anything is read or written.
+    version = spark.sql(f"describe history {s}.enriched limit 1").first().version
+    add_order(13, 10)
+    (project.path / "models" / "configs.yml").write_text(table_configs_yml(str(moved), "\n      file_format: parquet"))
+    message = error_of(project.invoke("run", "--select", "enriched", check=False))
+    assert ("enriched: config 'file_format' (parquet) is not delta: a foreign_key_join model writes its output and "
+            "state as Delta tables") in message, message
+    assert "set file_format='delta' for this model" in message
+    (project.path / "models" / "configs.yml").write_text(table_configs_yml(str(moved)).replace(
+        "owner_team: analytics", "owner_team: analytics, delta.enableChangeDataFeed: false"))
+    message = error_of(project.invoke("run", "--select", "enriched", check=False))
+    assert ("enriched: config 'tblproperties' (delta.enableChangeDataFeed: False) turns off the output's Change Data "
+            "Feed") in message, message
+    assert spark.sql(f"describe history {s}.enriched limit 1").first().version == version
+    assert 13 not in {r[0] for r in rows("enriched")}

@@ -13,7 +13,7 @@
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.deduplicate_config() -%}
   {%- set inputs = incremental_joins.marked_inputs(sql, ['stream'], "select * from {{ incremental_joins.stream(ref('events')) }}") -%}
-  {%- set inputs = incremental_joins.empty_run_inputs(inputs) -%}
+  {%- set inputs = incremental_joins.run_inputs(inputs) -%}
   {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set name = inputs.stream -%}
   {%- set state = incremental_joins.state_relation('state') -%}

@@ -8,7 +8,7 @@
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.foreign_key_join_config() -%}
   {%- set inputs = incremental_joins.join_inputs() -%}
-  {%- set inputs = incremental_joins.empty_run_inputs(inputs) -%}
+  {%- set inputs = incremental_joins.run_inputs(inputs) -%}
   {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- do incremental_joins.check_foreign_key(cfg, inputs.left) -%}
   {%- set run = incremental_joins.begin_run(inputs.values(), cfg.on_missing_history, [incremental_joins.state_relation('index')]) -%}

@@ -25,7 +25,7 @@
 {% endmacro %}
 
 {#- `sql` with every relation dbt's --empty rendered empty, and every empty copy of an input
-    (empty_run_inputs), named as it is: the full recompute an output built by --empty keeps
+    (run_inputs), named as it is: the full recompute an output built by --empty keeps
     (create_output). -#}
 {% macro without_empty_refs(sql) %}
   {%- set out = namespace(sql=modules.re.sub(incremental_joins.empty_ref_pattern(), '\\1', sql)) -%}

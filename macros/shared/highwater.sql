@@ -31,12 +31,12 @@
   {#- dbt's relation cache answers without a query. -#}
   {%- if adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) is not none -%}{{ return(none) }}{%- endif -%}
   {% call statement('create_highwater') -%}
-    create table if not exists {{ incremental_joins.highwater_relation() }} (
+    create table if not exists {{ relation }} (
       input string comment 'input relation',
       version bigint comment 'last Delta version of the input that the model consumed',
       pending_version bigint comment 'version the run in progress reads; null between runs',
       updated_at timestamp comment 'when the row was appended; the newest row of an input is its state'
-    ) using delta {{ incremental_joins.delta_tblproperties(state=true) }}
+    ) using delta {{ incremental_joins.location_of(relation) }} {{ incremental_joins.delta_tblproperties(state=true) }}
   {%- endcall %}
 {% endmacro %}
 
@@ -84,7 +84,7 @@
 
 {#- Record the versions this run reads as pending, before its first write. -#}
 {% macro pin_versions(run) %}
-  {%- if flags.EMPTY -%}{{ return(none) }}{%- endif -%}  {#- nothing read (empty_run_inputs) -#}
+  {%- if flags.EMPTY -%}{{ return(none) }}{%- endif -%}  {#- nothing read (run_inputs) -#}
   {%- set rows = {} -%}
   {%- for name, v in run.versions.items() -%}
     {%- do rows.update({name: {'version': run.highwater.get(name, {}).get('version'), 'pending': v}}) -%}
@@ -94,7 +94,7 @@
 
 {#- The last write of a run: the pinned versions become the consumed ones. -#}
 {% macro advance_highwater(versions) %}
-  {#- --empty read nothing (empty_run_inputs): any input an earlier run consumed is forgotten. -#}
+  {#- --empty read nothing (run_inputs): any input an earlier run consumed is forgotten. -#}
   {%- if flags.EMPTY -%}
     {%- set forgotten = {} -%}
     {%- for name in model.get('incremental_joins_highwater').state -%}{%- do forgotten.update({name: {'version': none, 'pending': none}}) -%}{%- endfor -%}

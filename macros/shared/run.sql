@@ -55,15 +55,20 @@
               'commits': commits if full_reason is none else {}}) }}
 {% endmacro %}
 
-{#- dbt's --empty (`dbt run --empty`, `dbt build --empty`: the models' schemas without their
+{#- The first step of every run, before anything is read or written: dbt's table configs checked
+    (check_table_config), and under --full-refresh an output that location_root moves dropped with
+    its state tables (relocate_tables). Returns the inputs to read ({side: relation name}), or none
+    when the output is left as it is (--empty).
+    dbt's --empty (`dbt run --empty`, `dbt build --empty`: the models' schemas without their
     rows, e.g. a CI check, or upstream models built before dbt unit tests). An output that exists
     is left as it is (nothing read, nothing written), unless --full-refresh says to rebuild it. A
     missing one (or one to rebuild) is built with no rows by the operator's own first run, over an
     empty Delta copy of each input (its columns, no rows), so that it has the columns, table
     properties and clustering a real first run gives it; the highwater then records nothing as
-    consumed (advance_highwater), so the next run without --empty builds the output whole.
-    Returns the inputs to read ({side: relation name}), or none when the output is left as it is. -#}
-{% macro empty_run_inputs(inputs) %}
+    consumed (advance_highwater), so the next run without --empty builds the output whole. -#}
+{% macro run_inputs(inputs) %}
+  {%- do incremental_joins.check_table_config() -%}
+  {%- do incremental_joins.relocate_tables() -%}
   {%- if not flags.EMPTY -%}{{ return(inputs) }}{%- endif -%}
   {%- if load_cached_relation(this) is not none and not should_full_refresh() -%}
     {{ run_hooks(pre_hooks) }}

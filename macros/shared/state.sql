@@ -60,6 +60,7 @@
     create or replace table {{ relation }}
     using delta
     {{ incremental_joins.cluster_by(cluster_by) }}
+    {{ incremental_joins.location_of(relation) }}
     {{ incremental_joins.delta_tblproperties(state=true, merged=merged) }}
     as {{ sql }}
   {%- endcall -%}
@@ -208,15 +209,102 @@
 {% endmacro %}
 
 {#- The output table, created from `new_rows` with the SQL of a full recompute kept as a table
-    property for the `equals_full_recompute` test (none: no such SQL, e.g. a Python body). -#}
+    property for the `equals_full_recompute` test (none: no such SQL, e.g. a Python body), and
+    dbt's table configs (check_table_config). -#}
 {% macro create_output(new_rows, key_columns, recompute_sql) %}
+  {%- set properties = incremental_joins.user_tblproperties() -%}
+  {%- if recompute_sql -%}{%- do properties.update({'incremental_joins.recompute_sql': incremental_joins.without_empty_refs(recompute_sql)}) -%}{%- endif -%}
   {%- call statement('main') -%}
     create or replace table {{ this }}
     using delta
     {{ incremental_joins.cluster_by(key_columns) }}
-    {{ incremental_joins.delta_tblproperties({'incremental_joins.recompute_sql': incremental_joins.without_empty_refs(recompute_sql)} if recompute_sql else {}) }}
+    {{ incremental_joins.location_of(this) }}
+    {{ comment_clause() }}
+    {{ incremental_joins.delta_tblproperties(properties) }}
     as {{ new_rows }}
   {%- endcall -%}
+{% endmacro %}
+
+{#- dbt's configs for where and how a model's table is created, applied as dbt-spark's `table` and
+    `incremental` apply them, when a run creates the table (a first run, --full-refresh, a
+    fallback that replaces a state table); a run that writes into an existing table leaves them:
+    - `location_root`: every table the model creates is at `<location_root>/<its name>` — the
+      output, its state tables and its highwater (not the run log, which the package's
+      on-run-start creates for every model of the target schema). A --full-refresh that finds
+      the output elsewhere moves it (relocate_tables);
+    - `tblproperties`: added to the output's own (not to the state tables'); the output's Change
+      Data Feed stays on, since downstream operator models read it;
+    - `persist_docs: {relation: true}`: the model's description as the output's comment (columns:
+      dbt's persist_docs after each run, end_run);
+    - `file_format`: delta, or unset; every table the package writes is Delta.
+    Checked before anything is read or written (run_inputs). -#}
+{% macro check_table_config() %}
+  {%- set file_format = config.get('file_format') -%}
+  {%- if file_format is not none and file_format | lower != 'delta' -%}
+    {{ incremental_joins.config_error('file_format', file_format, 'is not delta: a ' ~ config.get('materialized') ~ ' model writes its output and state as Delta tables (their versions and Change Data Feed are what the next run reads)', "set file_format='delta' for this model (e.g. `+file_format: delta` for its folder in dbt_project.yml), or leave it unset") }}
+  {%- endif -%}
+  {%- set properties = config.get('tblproperties') -%}
+  {%- if properties is not none and properties is not mapping -%}
+    {{ incremental_joins.config_error('tblproperties', properties, 'is not a dict', "write e.g. tblproperties={'delta.logRetentionDuration': 'interval 60 days'}") }}
+  {%- endif -%}
+  {%- for key, value in (properties or {}).items() -%}
+    {%- if key | lower == 'delta.enablechangedatafeed' and value | string | lower != 'true' -%}
+      {{ incremental_joins.config_error('tblproperties', key ~ ': ' ~ value, "turns off the output's Change Data Feed, which downstream operator models read its changes from (SPEC property 4)", 'leave delta.enableChangeDataFeed out of tblproperties') }}
+    {%- elif (key | lower).startswith('incremental_joins.') -%}
+      {{ incremental_joins.config_error('tblproperties', key ~ ': ' ~ value, 'sets a property the package keeps on the output', 'leave properties named incremental_joins.* out of tblproperties') }}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- set root = config.get('location_root') -%}
+  {%- if root is not none and (root is not string or root | trim == '') -%}
+    {{ incremental_joins.config_error('location_root', root, 'is not a path', "write e.g. location_root='s3://bucket/warehouse/marts' (each table goes to <location_root>/<its name>)") }}
+  {%- endif -%}
+{% endmacro %}
+
+{#- The `tblproperties` config as {key: string value} (booleans as Delta writes them). -#}
+{% macro user_tblproperties() %}
+  {%- set out = {} -%}
+  {%- for key, value in (config.get('tblproperties') or {}).items() -%}
+    {%- do out.update({key: (value | string | lower) if value is sameas true or value is sameas false else value | string}) -%}
+  {%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
+{#- `location '<location_root>/<the table's name>'` for a table this model creates; '' without
+    location_root (check_table_config). -#}
+{% macro location_of(relation) %}
+  {%- set path = incremental_joins.location_path(relation) -%}
+  {{ return('location ' ~ incremental_joins.string_literal(path) if path else '') }}
+{% endmacro %}
+
+{% macro location_path(relation) %}
+  {%- set root = config.get('location_root') -%}
+  {{ return((root | trim).rstrip('/') ~ '/' ~ relation.identifier if root else none) }}
+{% endmacro %}
+
+{#- A path as Delta writes it and as a config may: file:/a, file:///a and /a/ all /a. -#}
+{% macro same_path(a, b) %}
+  {%- set out = [] -%}
+  {%- for p in [a, b] -%}{%- do out.append(modules.re.sub('^/+', '/', modules.re.sub('^file:(?=/)', '', p)).rstrip('/')) -%}{%- endfor -%}
+  {{ return(out[0] == out[1]) }}
+{% endmacro %}
+
+{#- --full-refresh of an output that location_root puts elsewhere than where it is (location_root
+    added or changed since the output was created): Delta replaces a table only at its own location
+    (DELTA_TABLE_LOCATION_MISMATCH), so the output and the model's state tables (`<model>__ij_*`)
+    are dropped first, and the run creates them at the new location as a first run. The old
+    location's files stay where an external table was. One `describe detail` on a --full-refresh
+    with location_root; nothing otherwise. -#}
+{% macro relocate_tables() %}
+  {%- set root = config.get('location_root') -%}
+  {%- set output = load_cached_relation(this) -%}
+  {%- if not root or not should_full_refresh() or output is none -%}{{ return(none) }}{%- endif -%}
+  {%- set found, wanted = run_query('describe detail ' ~ this).rows[0]['location'], incremental_joins.location_path(this) -%}
+  {%- if incremental_joins.same_path(found, wanted) -%}{{ return(none) }}{%- endif -%}
+  {{ log(model.name ~ ': --full-refresh with location_root ' ~ root ~ ': the output is at ' ~ found ~ ', so it and its state tables are dropped and created at ' ~ wanted, info=true) }}
+  {%- for row in run_query('show tables in ' ~ this.schema ~ " like '" ~ this.identifier ~ "__ij_*'").rows if (row[2] | string | lower) != 'true' -%}
+    {%- do adapter.drop_relation(api.Relation.create(schema=this.schema, identifier=row[1], type='table')) -%}
+  {%- endfor -%}
+  {%- do adapter.drop_relation(output) -%}
 {% endmacro %}
 
 {#- [name, Spark SQL type] of each column of a query (`describe query`: planned, never run; the

@@ -20,7 +20,7 @@
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.stream_table_join_config() -%}
   {%- set inputs = incremental_joins.marked_inputs(sql, ['stream', 'table'], "select s.*, t.price from {{ incremental_joins.as_of_join(ref('orders'), ref('prices')) }}") -%}
-  {%- set inputs = incremental_joins.empty_run_inputs(inputs) -%}
+  {%- set inputs = incremental_joins.run_inputs(inputs) -%}
   {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set st = {'history': incremental_joins.state_relation('history'), 'buffer': incremental_joins.state_relation('buffer'),
                 'clock': incremental_joins.state_relation('clock'), 'cuts': incremental_joins.state_relation('runs')} -%}
