@@ -321,3 +321,51 @@ def test_location_root_tblproperties_and_persist_docs_reach_every_table_a_model_
             "Feed") in message, message
     assert spark.sql(f"describe history {s}.enriched limit 1").first().version == version
     assert 13 not in {r[0] for r in rows("enriched")}
+
+
+def test_a_model_switched_to_an_operator_replaces_a_view_and_asks_before_replacing_a_parquet_table(scratch_project, spark):
+    """A model materialized as a `view` (or made one by `dbt clone`) or as a parquet `table` before
+    it became an operator model: the view is dropped and the output built; the table holds rows,
+    so the run asks for --full-refresh first, writing nothing."""
+    before = {
+        "first_orders": "{{ config(materialized='view') }}\nselect * from {{ source('t', 'orders') }}\n",
+        "enriched": "{{ config(materialized='table', file_format='parquet') }}\nselect order_id, amount from {{ source('t', 'orders') }}\n",
+    }
+    project = scratch_project({**{f"models/{m}.sql": sql for m, sql in before.items()},
+                               "models/sources.yml": sources_yml("orders", "customers")})
+    s = project.schema
+    spark.sql(f"create table {s}.orders (order_id bigint, customer_id bigint, amount double, updated_at timestamp) using delta")
+    spark.sql(f"create table {s}.customers (customer_id bigint, name string) using delta")
+    spark.sql(f"insert into {s}.orders values " + ", ".join(
+        f"({o}, {10 + o % 3}, {float(o)}, timestamp'2026-11-01 09:00:00' + make_interval(0, 0, 0, 0, {o}))" for o in range(1, 7)))
+    spark.sql(f"insert into {s}.customers values (10, 'Ada'), (11, 'Bob'), (12, 'Cy')")
+    project.invoke("run")
+
+    def kind(model: str) -> tuple[str, str]:
+        detail = {r.col_name: r.data_type for r in spark.sql(f"describe table extended {s}.{model}").collect()}
+        return detail["Type"], detail.get("Provider", "").lower()
+
+    assert kind("first_orders")[0] == "VIEW" and kind("enriched") == ("MANAGED", "parquet")
+    for model in before:
+        (project.path / "models" / f"{model}.sql").write_text(textwrap.dedent(MODELS[model]))
+
+    # The view: dropped, the output built whole. Each customer's orders are hours apart, within the
+    # model's 1 day: its first order only.
+    project.invoke("run", "--select", "first_orders")
+    assert kind("first_orders") == ("MANAGED", "delta")
+    assert sorted(r.order_id for r in spark.table(f"{s}.first_orders").collect()) == [1, 2, 3]
+    # The parquet table: refused, left as it is.
+    message = error_of(project.invoke("run", "--select", "enriched", check=False))
+    assert (f"enriched: its output {s}.enriched is a table that is not Delta (the model was materialized otherwise "
+            "before?), which a foreign_key_join model cannot write into or read the history of. Run it once with "
+            "--full-refresh") in message, message
+    assert kind("enriched") == ("MANAGED", "parquet") and len(spark.table(f"{s}.enriched").collect()) == 6
+    assert not spark.catalog.tableExists(f"{s}.enriched__ij_highwater")
+    # --full-refresh builds it; the run after a change is incremental.
+    project.invoke("run", "--select", "enriched", "--full-refresh")
+    assert kind("enriched") == ("MANAGED", "delta")
+    spark.sql(f"update {s}.customers set name = 'Bea' where customer_id = 11")
+    project.invoke("run", "--select", "enriched")
+    names = {10: "Ada", 11: "Bea", 12: "Cy"}
+    assert {tuple(r) for r in spark.table(f"{s}.enriched").collect()} == {(o, float(o), names[10 + o % 3]) for o in range(1, 7)}
+    assert spark.sql(f"select mode from {s}.incremental_joins_run_log where model = 'enriched' order by finished_at desc limit 1").first().mode == "incremental"

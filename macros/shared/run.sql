@@ -56,8 +56,9 @@
 {% endmacro %}
 
 {#- The first step of every run, before anything is read or written: dbt's table configs checked
-    (check_table_config), and under --full-refresh an output that location_root moves dropped with
-    its state tables (relocate_tables). Returns the inputs to read ({side: relation name}), or none
+    (check_table_config), an output that is a view or not Delta dropped (drop_foreign_output), and
+    under --full-refresh an output that location_root moves dropped with its state tables
+    (relocate_tables). Returns the inputs to read ({side: relation name}), or none
     when the output is left as it is (--empty).
     dbt's --empty (`dbt run --empty`, `dbt build --empty`: the models' schemas without their
     rows, e.g. a CI check, or upstream models built before dbt unit tests). An output that exists
@@ -68,6 +69,7 @@
     consumed (advance_highwater), so the next run without --empty builds the output whole. -#}
 {% macro run_inputs(inputs) %}
   {%- do incremental_joins.check_table_config() -%}
+  {%- do incremental_joins.drop_foreign_output() -%}
   {%- do incremental_joins.relocate_tables() -%}
   {%- if not flags.EMPTY -%}{{ return(inputs) }}{%- endif -%}
   {%- if load_cached_relation(this) is not none and not should_full_refresh() -%}
