@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fk_join_harness import SOURCES, FkJoinProject, error_of
+from fk_join_harness import SOURCES, FkJoinProject, error_of, runnable_models
+
 
 def model(**config) -> str:
     settings = {"left_key": "'k'", "right_key": "'rk'", "foreign_key": "'fk'", "join_type": "'left'"}
@@ -42,19 +43,26 @@ def test_body_without_the_join_marker(project_with, spark):
     assert not spark.catalog.tableExists(f"{fk.schema}.joined")
 
 
-def test_an_input_sampled_by_dbt_sample_is_refused(project_with, spark):
-    """dbt's --sample renders a source with an event_time as a filtered query: the model says so and
-    how to run, and writes nothing."""
-    fk = project_with()
+def test_an_input_sampled_by_dbt_sample_is_refused(scratch_project, spark):
+    """dbt's --sample renders a source with an event_time as a filtered query (in a Python body's
+    dbt.source() too): the model says so and how to run, and writes nothing."""
+    python = runnable_models(("fk_outer_py",))
+    fk = FkJoinProject.create(scratch_project, spark, models=python)
+    (fk.project.path / "models" / "joined.sql").write_text(model())
+    fk.put_right(("r1", "x"))
     fk.put_left(("k1", "a", "r1"))
     fk.run()
     sources = fk.project.path / "models" / "sources.yml"
     sources.write_text(SOURCES.replace("{name: lhs}", "{name: lhs, config: {event_time: v}}"))
     fk.put_left(("k2", "b", "r1"))
     message = error_of(fk.run("--sample", "3 days", check=False))
-    assert "joined: its left input is a query, not a table" in message, message
-    assert "under --sample" in message and "run it without --sample (e.g. `--exclude joined`)" in message, message
+    for name in ("joined", *python):
+        assert f"{name}: its left input is a query, not a table" in message, message
+        assert f"run it without --sample (e.g. `--exclude {name}`)" in message, message
+    assert "under --sample" in message
     assert {r.k: r.v for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "a"}   # nothing written
+    for name in python:
+        assert fk.output(name) == {("r1", "k1"): ("a", "r1", "x")}, name
 
 
 def test_outer_join_needs_the_combined_key(project_with):

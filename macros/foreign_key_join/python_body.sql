@@ -20,6 +20,14 @@
     {%- set relation = (ref(*args) if call.group(1) == 'ref' else source(*args)).render() -%}
     {%- if relation not in found -%}{%- do found.append(relation) -%}{%- endif -%}
   {%- endfor -%}
+  {#- dbt writes each input of the body as a string in the compiled code's refs / sources: a query
+      there, other than --empty's (which the loader reads), is --sample's. -#}
+  {%- for quoted in modules.re.findall('"(\\(select [^"]*)"', model.get('compiled_code') or '') -%}
+    {%- set query = fromjson('"' ~ quoted ~ '"') -%}
+    {%- if not modules.re.match(incremental_joins.empty_ref_pattern(), query) -%}
+      {%- do incremental_joins.refuse_query_input('left' if found and (' ' ~ found[0] ~ ' ') in query else 'right', query) -%}
+    {%- endif -%}
+  {%- endfor -%}
   {%- if found | length not in [1, 2] -%}
     {%- set msg -%}
 {{ model.name }}: a Python foreign_key_join model reads exactly two inputs, the left ("many") one first: dbt.join(dbt.ref('orders'), dbt.ref('customers')); it reads {{ found | length }} ({{ found | join(', ') }}). Compute other inputs in an upstream model.

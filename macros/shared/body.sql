@@ -53,15 +53,19 @@
       {{ exceptions.raise_compiler_error(msg) }}
     {%- endif -%}
     {%- set name = match.group(1) or match.group(2) -%}
-    {%- if name.startswith('(') -%}
-      {%- set msg -%}
-{{ model.name }}: its {{ side }} input is a query, not a table: `{{ (sql[match.start(2):] | truncate(120, true, '...')) | replace('\n', ' ') }}` — dbt renders a ref or source that has an event_time this way under --sample (or for a microbatch model). A {{ config.get('materialized') }} model reads each input's Delta changes, so it runs over whole inputs: run it without --sample (e.g. `--exclude {{ model.name }}`).
-      {%- endset -%}
-      {{ exceptions.raise_compiler_error(msg) }}
-    {%- endif -%}
+    {%- if name.startswith('(') -%}{%- do incremental_joins.refuse_query_input(side, sql[match.start(2):]) -%}{%- endif -%}
     {%- do found.update({side: name}) -%}
   {%- endfor -%}
   {{ return(found) }}
+{% endmacro %}
+
+{#- An input dbt rendered as a query (`rendered`, from where it starts): a ref or source with an
+    event_time under --sample. -#}
+{% macro refuse_query_input(side, rendered) %}
+  {%- set msg -%}
+{{ model.name }}: its {{ side }} input is a query, not a table: `{{ (rendered | truncate(120, true, '...')) | replace('\n', ' ') }}` — dbt renders a ref or source that has an event_time this way under --sample (or for a microbatch model). A {{ config.get('materialized') }} model reads each input's Delta changes, so it runs over whole inputs: run it without --sample (e.g. `--exclude {{ model.name }}`).
+  {%- endset -%}
+  {{ exceptions.raise_compiler_error(msg) }}
 {% endmacro %}
 
 {#- The model SQL with each marked input (every occurrence of its marker) replaced by a subquery:
