@@ -58,9 +58,9 @@
 {#- The first step of every run, before anything is read or written: dbt's table configs checked
     (check_table_config), an output that is a view or not Delta dropped (drop_foreign_output), and
     under --full-refresh an output that location_root moves dropped with its state tables
-    (relocate_tables). Returns the inputs to read ({side: relation name}), or none
-    when the output is left as it is (--empty).
-    dbt's --empty (`dbt run --empty`, `dbt build --empty`: the models' schemas without their
+    (relocate_tables). Returns the inputs to read ({side: relation name}), or none when the
+    output is left as it is (--empty).
+    Under dbt's --empty (`dbt run --empty`, `dbt build --empty`: the models' schemas without their
     rows, e.g. a CI check, or upstream models built before dbt unit tests). An output that exists
     is left as it is (nothing read, nothing written), unless --full-refresh says to rebuild it. A
     missing one (or one to rebuild) is built with no rows by the operator's own first run, over an

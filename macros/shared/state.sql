@@ -276,6 +276,7 @@
   {{ return('location ' ~ incremental_joins.string_literal(path) if path else '') }}
 {% endmacro %}
 
+{#- `<location_root>/<the table's name>`, or none without location_root. -#}
 {% macro location_path(relation) %}
   {%- set root = config.get('location_root') -%}
   {{ return((root | trim).rstrip('/') ~ '/' ~ relation.identifier if root else none) }}
