@@ -126,16 +126,20 @@
   {{ return(found.value) }}
 {% endmacro %}
 
+{#- Whether `found` (dbt's cached relation named `name`, or none) is a Delta table: as the cache
+    says when it says Delta; a relation dbt created in this invocation is cached without its
+    provider, so otherwise Delta is asked (one `describe detail`). -#}
+{% macro is_delta_table(found, name) %}
+  {%- if found is none or found.type == 'view' -%}{{ return(false) }}{%- endif -%}
+  {{ return(found.is_delta or run_query('describe detail ' ~ name).columns['format'].values()[0] == 'delta') }}
+{% endmacro %}
+
 {#- Whether `name` is a Delta table, whose versions can be read. Without history, an input is an
     error unless the model opts into recomputing fully every run. -#}
 {% macro has_delta_history(name, on_missing_history) %}
   {%- set relation = incremental_joins.parse_relation(name) -%}
   {%- set found = adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
-  {%- set ok = found is not none and found.type != 'view' -%}
-  {#- A relation dbt created in this invocation is cached without its provider: ask Delta. -#}
-  {%- if ok and not found.is_delta -%}
-    {%- set ok = run_query('describe detail ' ~ name).columns['format'].values()[0] == 'delta' -%}
-  {%- endif -%}
+  {%- set ok = incremental_joins.is_delta_table(found, name) -%}
   {%- if not ok and on_missing_history != 'recompute' -%}
     {%- set msg -%}
 {{ model.name }}: input {{ name }} is {{ 'missing' if found is none else ('a view' if found.type == 'view' else 'a table that is not Delta') ~ ', so it has no Delta history' }}: its changes can be read neither from a Change Data Feed nor by comparing Delta versions. Materialize the upstream model as a Delta table (file_format='delta', materialized 'table' or 'incremental'), or set config 'on_missing_history' = 'recompute' to rebuild this model fully on every run.

@@ -293,13 +293,12 @@
     table that is not Delta (a parquet `table` before): an operator can neither MERGE into it nor
     read its history. A view is dropped, as dbt's `incremental` drops one, and the run builds the
     output as a first run (state tables an earlier operator run left are replaced by that run). A
-    table that is not Delta holds rows, and what the relation cache says of a table's format is
-    the adapter's reading of its metadata: it is dropped under --full-refresh, and without it the
-    run fails saying so, before anything is read or written. From dbt's relation cache: no
-    statement. -#}
+    table that is not Delta (is_delta_table: dbt's relation cache, Delta asked when the cache does
+    not say Delta) holds rows: it is dropped under --full-refresh, and without it the run fails
+    saying so, before anything is read or written. An existing Delta output: no statement. -#}
 {% macro drop_foreign_output() %}
   {%- set output = load_cached_relation(this) -%}
-  {%- if output is none or (output.is_table and output.is_delta is not sameas false) -%}{{ return(none) }}{%- endif -%}
+  {%- if output is none or (output.is_table and incremental_joins.is_delta_table(output, this | string)) -%}{{ return(none) }}{%- endif -%}
   {%- set what = 'a view' if not output.is_table else 'a table that is not Delta' -%}
   {%- if output.is_table and not should_full_refresh() -%}
     {{ exceptions.raise_compiler_error(model.name ~ ': its output ' ~ this ~ ' is ' ~ what ~ ' (the model was materialized otherwise before?), which a ' ~ config.get('materialized') ~ ' model cannot write into or read the history of. Run it once with --full-refresh (`dbt run --full-refresh --select ' ~ model.name ~ '`), which drops that table and builds the output as a Delta table. Nothing was written.') }}
