@@ -59,6 +59,10 @@ version: 2
 sources:
   - name: raw
     tables: [{name: orders}, {name: customers}, {name: customers_cdc}, {name: events}]
+  - name: bronze           # a source in another Unity Catalog catalog than the target's (main)
+    database: bronze
+    schema: raw
+    tables: [{name: orders}]
 """
 
 
@@ -74,7 +78,9 @@ def databricks_python() -> Path:
     return python
 
 
-def parse(python: Path, project: Path, keys_under_meta: bool) -> dict:
+def write_project(python: Path, project: Path, keys_under_meta: bool) -> dict:
+    """The scratch project (one model per operator) with its packages installed; returns the
+    environment to run dbt in."""
     (project / "models").mkdir(parents=True, exist_ok=True)
     (project / "profiles.yml").write_text(PROFILE)
     (project / "dbt_project.yml").write_text("name: scratch\nversion: '1.0'\nconfig-version: 2\nprofile: scratch\n")
@@ -86,6 +92,11 @@ def parse(python: Path, project: Path, keys_under_meta: bool) -> dict:
     env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
     subprocess.run([str(python), "-m", "dbt.cli.main", "deps", "--quiet", "--project-dir", str(project),
                     "--profiles-dir", str(project)], check=True, env=env, cwd=project)
+    return env
+
+
+def parse(python: Path, project: Path, keys_under_meta: bool) -> dict:
+    env = write_project(python, project, keys_under_meta)
     done = subprocess.run([str(python), str(ROOT / "tests" / "databricks_parse.py"), str(project)],
                           capture_output=True, text=True, env=env, cwd=project, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -118,3 +129,40 @@ def test_keys_at_the_top_of_config_warn_under_databricks(databricks_python, tmp_
         for key in set(keys) - {"event_time"}:
             assert f"Custom key `{key}`" in messages, key
     assert "Custom key `event_time`" not in messages
+
+
+# What the package makes of relation names under `databricks` (offline: a run-operation that sends
+# no statement), for an input in another catalog (`bronze`) and a model in another catalog than the
+# target's (`gold`).
+PROBE = """
+{% macro probe() %}
+  {%- set input = source('bronze', 'orders') | string -%}
+  {%- set output = ref('enriched') | string -%}
+  {%- set parsed = incremental_joins.parse_relation(input) -%}
+  {%- set state = incremental_joins.state_relation('index', incremental_joins.parse_relation(output)) -%}
+  {{ print(tojson({'input': input, 'input_catalog': parsed.database, 'changes': incremental_joins.table_changes_sql(input, 6),
+                   'output': output, 'state': state | string})) }}
+{% endmacro %}
+"""
+
+
+def test_inputs_and_state_keep_their_unity_catalog_catalog(databricks_python, tmp_path):
+    project = tmp_path / "catalogs"
+    env = write_project(databricks_python, project, keys_under_meta=True)
+    (project / "macros").mkdir()
+    (project / "macros" / "probe.sql").write_text(PROBE)
+    (project / "models" / "enriched.sql").write_text(
+        "{{ config(materialized='deduplicate', database='gold', meta={'key': 'order_id', 'interval': '1 hour', "
+        "'event_time': 'ts'}) }}\nselect * from {{ incremental_joins.stream(source('bronze', 'orders')) }}\n")
+    done = subprocess.run([str(databricks_python), "-m", "dbt.cli.main", "run-operation", "probe", "--project-dir",
+                           str(project), "--profiles-dir", str(project)],
+                          capture_output=True, text=True, env=env, cwd=project, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    out = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
+    assert out["input"] == "`bronze`.`raw`.`orders`"
+    # The Change Data Feed of the input in its own catalog, not of `raw.orders` in the current one.
+    assert out["input_catalog"] == "bronze"
+    assert out["changes"] == "table_changes('bronze.raw.orders', 7)"
+    # State tables beside the output, in the model's catalog.
+    assert out["output"] == "`gold`.`analytics`.`enriched`"
+    assert out["state"] == "`gold`.`analytics`.`enriched__ij_index`"

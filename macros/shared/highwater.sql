@@ -29,7 +29,7 @@
 {% macro create_highwater() %}
   {%- set relation = incremental_joins.highwater_relation() -%}
   {#- dbt's relation cache answers without a query. -#}
-  {%- if adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) is not none -%}{{ return(none) }}{%- endif -%}
+  {%- if load_cached_relation(relation) is not none -%}{{ return(none) }}{%- endif -%}
   {% call statement('create_highwater') -%}
     create table if not exists {{ relation }} (
       input string comment 'input relation',

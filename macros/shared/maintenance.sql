@@ -41,7 +41,7 @@
   {%- set wanted = incremental_joins._as_list(models) -%}
   {%- set outputs = {} -%}
   {%- for node in graph.nodes.values() if node.resource_type == 'model' and node.config.materialized in operators and (not wanted or node.name in wanted) -%}
-    {%- do outputs.update({node.name: api.Relation.create(schema=node.schema, identifier=node.alias, type='table')}) -%}
+    {%- do outputs.update({node.name: api.Relation.create(database=node.database, schema=node.schema, identifier=node.alias, type='table')}) -%}
   {%- endfor -%}
   {%- set unknown = wanted | reject('in', outputs) | list -%}
   {%- if unknown -%}
@@ -59,7 +59,7 @@
   {%- endfor -%}
   {%- do tables.append(incremental_joins.run_log_relation()) -%}
   {%- set existing = [] -%}
-  {%- for relation in tables if adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) is not none -%}
+  {%- for relation in tables if load_cached_relation(relation) is not none -%}
     {%- do existing.append(relation) -%}
   {%- endfor -%}
   {{ return(existing) }}

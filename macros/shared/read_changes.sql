@@ -5,9 +5,12 @@
     plain `table` model (create-or-replace every run) is read. An input with neither, or whose
     history no longer reaches back to the highwater, is an error with the fix in the message. -#}
 
+{#- The relation a rendered name stands for. Its catalog is kept where the adapter has catalogs
+    (`catalog.schema.table` on Databricks: an input in another Unity Catalog catalog than the
+    target's); the `spark` adapter's names have none (its relations refuse one). -#}
 {% macro parse_relation(name) %}
   {%- set parts = name.replace('`', '').split('.') -%}
-  {{ return(api.Relation.create(schema=parts[-2], identifier=parts[-1], type='table')) }}
+  {{ return(api.Relation.create(database=parts[-3] if parts | length > 2 and target.type != 'spark' else none, schema=parts[-2], identifier=parts[-1], type='table')) }}
 {% endmacro %}
 
 {#- The commits of `name`, newest first: with `since` (a version) only those from `since` on, so
@@ -138,7 +141,7 @@
     error unless the model opts into recomputing fully every run. -#}
 {% macro has_delta_history(name, on_missing_history) %}
   {%- set relation = incremental_joins.parse_relation(name) -%}
-  {%- set found = adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
+  {%- set found = load_cached_relation(relation) -%}
   {%- set ok = incremental_joins.is_delta_table(found, name) -%}
   {%- if not ok and on_missing_history != 'recompute' -%}
     {%- set msg -%}
@@ -153,7 +156,7 @@
     (to the latest when none): the Change Data Feed read every operator shares. -#}
 {% macro table_changes_sql(name, from_version, to_version=none) %}
   {%- set relation = incremental_joins.parse_relation(name) -%}
-  {{ return("table_changes('" ~ relation.schema ~ "." ~ relation.identifier ~ "', " ~ (from_version + 1) ~ (", " ~ to_version if to_version is not none else "") ~ ")") }}
+  {{ return("table_changes('" ~ [relation.database, relation.schema, relation.identifier] | reject('none') | join('.') ~ "', " ~ (from_version + 1) ~ (", " ~ to_version if to_version is not none else "") ~ ")") }}
 {% endmacro %}
 
 {#- Every change row of a table input in (from_version, to_version]: its columns, plus __ij_commit

@@ -35,7 +35,7 @@
       from the state the interrupted run started from. -#}
   {%- set missing_state = [] -%}
   {%- for relation in state -%}
-    {%- if not adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
+    {%- if not load_cached_relation(relation) -%}
       {%- do missing_state.append(relation.identifier) -%}
     {%- elif pin_state -%}
       {%- set pending = highwater.get(relation | string, {}).get('pending') -%}

@@ -1,10 +1,10 @@
 {#- State tables: where each operator keeps what it needs between runs (all Delta). -#}
 
 {#- A per-model state table beside the model, e.g. orders_enriched__ij_index (`of`: the model's
-    relation, by default the one being built). -#}
+    relation, by default the one being built), in its catalog too where there are catalogs. -#}
 {% macro state_relation(suffix, of=none) %}
   {%- set of = of if of is not none else this -%}
-  {{ return(api.Relation.create(schema=of.schema, identifier=of.identifier ~ '__ij_' ~ suffix, type='table')) }}
+  {{ return(api.Relation.create(database=of.database, schema=of.schema, identifier=of.identifier ~ '__ij_' ~ suffix, type='table')) }}
 {% endmacro %}
 
 {#- Properties of every table the package writes: deletion vectors (a MERGE marks deleted rows
@@ -320,8 +320,8 @@
   {%- set found, wanted = run_query('describe detail ' ~ this).rows[0]['location'], incremental_joins.location_path(this) -%}
   {%- if incremental_joins.same_path(found, wanted) -%}{{ return(none) }}{%- endif -%}
   {{ log(model.name ~ ': --full-refresh with location_root ' ~ root ~ ': the output is at ' ~ found ~ ', so it and its state tables are dropped and created at ' ~ wanted, info=true) }}
-  {%- for row in run_query('show tables in ' ~ this.schema ~ " like '" ~ this.identifier ~ "__ij_*'").rows if (row[2] | string | lower) != 'true' -%}
-    {%- do adapter.drop_relation(api.Relation.create(schema=this.schema, identifier=row[1], type='table')) -%}
+  {%- for row in run_query('show tables in ' ~ this.without_identifier() ~ " like '" ~ this.identifier ~ "__ij_*'").rows if (row[2] | string | lower) != 'true' -%}
+    {%- do adapter.drop_relation(api.Relation.create(database=this.database, schema=this.schema, identifier=row[1], type='table')) -%}
   {%- endfor -%}
   {%- do adapter.drop_relation(output) -%}
 {% endmacro %}

@@ -98,7 +98,7 @@
   {%- set sv, tv = versions[inputs.stream], versions[inputs.table] -%}
   {%- set rows = [] -%}
   {%- set note = none -%}
-  {%- if full and adapter.get_relation(database=none, schema=cuts_relation.schema, identifier=cuts_relation.identifier) -%}
+  {%- if full and load_cached_relation(cuts_relation) -%}
     {%- set stored = run_query('select distinct stream_version, table_version from ' ~ cuts_relation ~ " where stream = '" ~ inputs.stream ~ "' and input_table = '" ~ inputs.table ~ "' order by stream_version, table_version").rows -%}
     {%- set recreated = stored | selectattr(0, 'gt', sv) | list + stored | selectattr(1, 'gt', tv) | list -%}
     {%- if recreated -%}
@@ -396,7 +396,7 @@
 {#- The input versions of every run, so that a full refresh can replay the same runs. -#}
 {% macro stj_record_cuts(relation, inputs, rt, full) %}
   {%- set rows = "select '" ~ inputs.stream ~ "' as stream, '" ~ inputs.table ~ "' as input_table, stream_version, table_version from " ~ rt -%}
-  {%- if full or not adapter.get_relation(database=none, schema=relation.schema, identifier=relation.identifier) -%}
+  {%- if full or not load_cached_relation(relation) -%}
     {%- do incremental_joins.create_state_table(relation, rows) -%}
   {%- else -%}
     {#- Appended (a retried run appends its cut again; cuts are read back distinct). -#}
