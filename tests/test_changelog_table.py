@@ -172,7 +172,8 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
 
     # Mapped, they pass: the odd value is an upsert, 'truncate' ignored (a Python dict's repr is
     # also a Jinja literal).
-    mapped = model(operation_mapping=repr({"c": "upsert", odd: "upsert", "d": "delete", "truncate": "ignore"}))["customers"]
+    mapping = repr({"c": "upsert", odd: "upsert", "d": "delete", "truncate": "ignore"})
+    mapped = model(operation_mapping=mapping)["customers"]
     path.write_text(mapped)
     cl.run()
     assert cl.output() == {"1": ("ann", 1), "2": ("bob", 2)}
@@ -196,14 +197,16 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     assert cl.version() == version
 
     # Filtered out in the body, the event without a sequence passes; one without a key does not,
-    # nor, with an arrival order configured, one without an offset.
-    body = model()["customers"] + "where lsn is not null\n"
+    # nor, with an arrival order configured, one without an offset. (Each edit makes the next run
+    # recompute from every event so far, so the mapping stays: the odd operations are in them.)
+    body = mapped + "where lsn is not null\n"
     path.write_text(body)
     cl.run()
+    version = cl.version()   # the edited model's output records its definition
     spark.sql(f"insert into {cl.schema}.cdc values (null, 'fay', 'c', 6, 5)")
     message = error_of(cl.run(check=False))
     assert "customers: the input has 1 change events with a null key (id). Filter them out in the model body, or fix 'key'. Nothing was written." in message
-    path.write_text(model(arrival_order="'kafka_offset'")["customers"] + "where lsn is not null and id is not null\n")
+    path.write_text(model(arrival_order="'kafka_offset'", operation_mapping=mapping)["customers"] + "where lsn is not null and id is not null\n")
     spark.sql(f"insert into {cl.schema}.cdc values ('7', 'gus', 'c', 7, null)")
     message = error_of(cl.run(check=False))
     assert "customers: the input has 1 change events with a null arrival order ('kafka_offset'), e.g. key {\"id\":\"7\"}. Fill it upstream or unset 'arrival_order'." in message
@@ -274,3 +277,32 @@ def test_a_run_whose_events_change_no_key_leaves_the_output_as_it_is(scratch_pro
     assert sorted(tuple(r) for r in spark.table(f"{schema}.accounts").collect()) == [(1, 1, "Ada"), (2, 2, "Bob")]
     log = spark.sql(f"select mode, affected_keys from {schema}.incremental_joins_run_log where model = 'accounts' order by started_at desc limit 1").first()
     assert (log.mode, log.affected_keys) == ("incremental", 0), log
+
+
+def test_an_edited_operation_mapping_is_applied_to_every_event_so_far(cl):
+    """Editing the operator config between runs (no --full-refresh): deletes are now ignored, so
+    the next run recomputes from every event so far and a deleted key is back with its newest
+    upsert; written change-minimally, and the run after it is incremental again."""
+    cl.append(("1", "ann", "c", 1, 0), ("2", "bob", "c", 2, 1), ("3", "cy", "c", 3, 2))
+    cl.run()
+    cl.append(("2", "bob", "d", 4, 3), ("3", "cyd", "u", 5, 4))
+    cl.run()
+    assert cl.last_run()["mode"] == "incremental"
+    assert cl.output() == {"1": ("ann", 1), "3": ("cyd", 5)}
+    model = cl.project.path / "models" / "customers.sql"
+    model.write_text(model.read_text().replace("arrival_order='kafka_offset'",
+                                               "arrival_order='kafka_offset', operation_mapping={'c': 'upsert', 'r': 'upsert', 'u': 'upsert', 'd': 'ignore'}"))
+    version = cl.version()
+    cl.append(("1", "anna", "u", 6, 5))
+    cl.run()
+    log = cl.last_run()
+    assert log["mode"] == "fallback" and "definition" in log["fallback_reason"], log
+    assert cl.output() == {"1": ("anna", 6), "2": ("bob", 2), "3": ("cyd", 5)}
+    changes = {(r._change_type, r.id) for r in cl.spark.sql(f"select * from table_changes('{cl.schema}.customers', {version + 1})").collect()}
+    assert changes == {("update_preimage", "1"), ("update_postimage", "1"), ("insert", "2")}
+    assert cl.output("customers_dbz") == {"1": ("anna", 6), "3": ("cyd", 5)}   # not edited
+    assert cl.last_run("customers_dbz")["mode"] == "incremental"
+    cl.append(("2", "bo", "d", 7, 6), ("3", "cy3", "u", 8, 7))
+    cl.run()
+    assert cl.last_run()["mode"] == "incremental"
+    assert cl.output() == {"1": ("anna", 6), "2": ("bob", 2), "3": ("cy3", 8)}

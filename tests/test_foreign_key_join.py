@@ -13,7 +13,7 @@ from itertools import takewhile
 import pytest
 
 from conftest import THRIFT
-from fk_join_harness import FkJoinProject, files_hidden, merge_metrics, runnable_models, sources_yml, sql_literal, tblproperties
+from fk_join_harness import FkJoinProject, failing_at, files_hidden, merge_metrics, runnable_models, sources_yml, sql_literal, tblproperties
 
 OUTER_BODIES = runnable_models(("fk_outer", "fk_outer_py"))
 
@@ -452,3 +452,54 @@ def test_key_ranges_of_every_bounded_type_keep_their_extremes(scratch_project, s
     assert {m: rows(m) for m in before} == before
     log = spark.sql(f"select mode, affected_keys from {schema}.incremental_joins_run_log where model = 'typed_keys' order by started_at desc limit 1").first()
     assert (log.mode, log.affected_keys) == ("incremental", 0), log
+
+
+def test_an_edited_model_is_recomputed_whole_once_and_written_change_minimally(fk):
+    """Editing a model's body or its operator config between runs (no --full-refresh): the next
+    run finds another definition than the one its output was built with, recomputes everything
+    from the inputs and writes only the rows the edit changes (as the automatic fallback writes);
+    the run after it is incremental again. A run stopped before it recorded the new definition
+    recomputes again."""
+    fk.put_left(("k1", "a", "r1"), ("k2", "b", "r2"), ("k3", "c", "r9"), ("k4", "d", None))
+    fk.put_right(("r1", "x"), ("r2", "y"))
+    fk.run()
+    fk.put_left(("k2", "b2", "r2"))
+    fk.run()
+    # A run of an unedited model is incremental: its definition is the one its output has.
+    assert [fk.last_run_log(m)["mode"] for m in ("fk_inner", "fk_left")] == ["incremental", "incremental"]
+
+    # The body: a missing right row now reads 'none'. Only k3 and k4 (no right row) change.
+    model = fk.project.path / "models" / "fk_left.sql"
+    model.write_text(model.read_text().replace("r.rv", "coalesce(r.rv, 'none') as rv"))
+    fk.put_right(("r2", "y2"))
+    fk.run()
+    log = fk.last_run_log("fk_left")
+    assert log["mode"] == "fallback" and "definition" in log["fallback_reason"], log
+    assert fk.output("fk_left") == {"k1": ("a", "r1", "x"), "k2": ("b2", "r2", "y2"), "k3": ("c", "r9", "none"),
+                                    "k4": ("d", None, "none")}
+    assert fk.output_changes("fk_left") == {("update_postimage", "k2"), ("update_postimage", "k3"), ("update_postimage", "k4")}
+    assert fk.last_run_log("fk_inner")["mode"] == "incremental"
+    assert fk.output("fk_inner") == {"k1": ("a", "r1", "x"), "k2": ("b2", "r2", "y2")}
+    fk.put_right(("r1", "x2"))
+    fk.run()
+    assert fk.last_run_log("fk_left")["mode"] == "incremental"
+    assert fk.output("fk_left")["k1"] == ("a", "r1", "x2")
+
+    # The config: the foreign key becomes coalesce(fk, 'r1'), so k4 now references r1. The run
+    # stops after its writes, before it records the definition; the next one recomputes again.
+    model.write_text(model.read_text().replace("foreign_key='fk'", "foreign_key=\"coalesce(fk, 'r1')\""))
+    with failing_at("before_highwater"):
+        assert not fk.run(check=False).success
+    fk.run()
+    log = fk.last_run_log("fk_left")
+    assert log["mode"] == "fallback" and "definition" in log["fallback_reason"], log
+    assert fk.output("fk_left")["k4"] == ("d", None, "x2")
+    # The CombinedKey index follows the new foreign key: a change of r1 reaches k4 incrementally.
+    assert fk.index("fk_left")[0]["k4"] == "r1"
+    fk.put_right(("r1", "x3"))
+    fk.run()
+    assert fk.last_run_log("fk_left")["mode"] == "incremental"
+    assert fk.output("fk_left") == {"k1": ("a", "r1", "x3"), "k2": ("b2", "r2", "y2"), "k3": ("c", "r9", "none"),
+                                    "k4": ("d", None, "x3")}
+    # The equals_full_recompute test compares with the new definition's recompute.
+    assert "coalesce(fk, 'r1')" in tblproperties(fk.spark, f"{fk.schema}.fk_left")["incremental_joins.recompute_sql"]

@@ -14,7 +14,8 @@
   {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set name = inputs.stream -%}
   {%- set sequences = incremental_joins.state_relation('sequences') -%}
-  {%- set run = incremental_joins.begin_run([name], 'error', [sequences]) -%}
+  {%- set run = incremental_joins.begin_run([name], 'error', [sequences],
+                                            definition=incremental_joins.model_definition(cfg, ['key', 'sequence', 'operation', 'mapping', 'arrival_order', 'payload', 'value_columns'])) -%}
   {%- set plan = incremental_joins.stream_plan(name, run) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
   {%- set columns = incremental_joins.assert_output_columns(cfg.key + events['values']) if plan.mode != 'unchanged' else none -%}

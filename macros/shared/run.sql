@@ -9,8 +9,13 @@
     this run recomputes everything, 'retry': whether it repeats an interrupted run, 'highwater':
     what read_highwater read, 'commits': {input: its commits since the consumed version, newest
     first} for the inputs an incremental run reads at their newest version}. `state` are the
-    operator's state tables the incremental path needs. -#}
-{% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false) %}
+    operator's state tables the incremental path needs. `definition` (a table operator's:
+    model_definition) is compared with the one its output was built with: another one (the body
+    or the operator config edited since, or an output of an older version of the package that
+    recorded none) makes the run recompute everything, written change-minimally into the output
+    as the automatic fallback writes, so that the output is what the model now says; end_run
+    records it. -#}
+{% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false, definition=none) %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
   {% do incremental_joins.create_highwater() %}
@@ -42,13 +47,16 @@
       {%- do versions.update({relation | string: pending if pending is not none and not should_full_refresh() else incremental_joins.latest_version(relation | string)}) -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- set full_reason = none -%}
+  {%- set full_reason, redefined = none, false -%}
   {%- if load_cached_relation(this) is none -%}{%- set full_reason = 'first run' -%}
   {%- elif should_full_refresh() -%}{%- set full_reason = '--full-refresh' -%}
   {#- An input without history is never recorded as consumed: its reason comes first. -#}
   {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
   {%- elif none in consumed.values() or missing_state -%}{%- set full_reason = 'no highwater or state' -%}
+  {%- elif definition is not none and incremental_joins.table_property(this, 'incremental_joins.definition') != definition -%}
+    {%- set full_reason, redefined = "the model's definition (its compiled code, its operator config) is not the one its output was built with", true -%}
   {%- endif -%}
+  {%- do model.update({'incremental_joins_definition': definition, 'incremental_joins_definition_changed': redefined}) -%}
   {%- set retry = namespace(found=false) -%}
   {%- for name in versions if highwater.get(name, {}).get('pending') is not none -%}{%- set retry.found = true -%}{%- endfor -%}
   {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason, 'retry': retry.found and not should_full_refresh(), 'highwater': highwater,
@@ -98,6 +106,7 @@
     an earlier run gave and the config no longer names are revoked, as dbt's `table` does). -#}
 {% macro end_run(operator, started_at, stats, run) %}
   {% do incremental_joins.inject_failure('before_highwater') %}
+  {% do incremental_joins.record_definition() %}
   {% do incremental_joins.advance_highwater(run.versions) %}
   {% do incremental_joins.release_staged() %}
   {% do stats.update({'versions_read': run.versions}) %}
@@ -110,6 +119,27 @@
   {% do apply_grants(this, config.get('grants'), should_revoke(run.full_reason != 'first run', full_refresh_mode=true)) %}
   {{ run_hooks(post_hooks) }}
   {% do persist_docs(this, model) %}
+{% endmacro %}
+
+{#- The fingerprint of what a table operator's output must equal: the model's compiled code (SQL or
+    Python; a change of the body, of the refs it reads, of a var it renders) and the operator
+    config `keys` of `cfg` that decide the result (not tuning such as full_recompute_above). -#}
+{% macro model_definition(cfg, keys) %}
+  {%- set decided = {} -%}
+  {%- for k in keys -%}{%- do decided.update({k: cfg[k]}) -%}{%- endfor -%}
+  {{ return(local_md5(incremental_joins.without_empty_refs(model.compiled_code) ~ '\n' ~ tojson(decided, sort_keys=true))) }}
+{% endmacro %}
+
+{#- After a run that recomputed its output for another definition (begin_run), the output records
+    the new one, with the SQL of its recompute for the equals_full_recompute test: after every
+    write of the run, so that a run interrupted before it recomputes again. -#}
+{% macro record_definition() %}
+  {%- if not model.get('incremental_joins_definition_changed') -%}{{ return(none) }}{%- endif -%}
+  {%- set recorded = {'incremental_joins.definition': model.get('incremental_joins_definition')} -%}
+  {%- if model.get('incremental_joins_recompute_sql') -%}{%- do recorded.update({'incremental_joins.recompute_sql': model.get('incremental_joins_recompute_sql')}) -%}{%- endif -%}
+  {%- set pairs = [] -%}
+  {%- for key, value in recorded.items() -%}{%- do pairs.append(incremental_joins.string_literal(key) ~ ' = ' ~ incremental_joins.string_literal(value)) -%}{%- endfor -%}
+  {%- do run_query('alter table ' ~ this ~ ' set tblproperties (' ~ pairs | join(', ') ~ ')') -%}
 {% endmacro %}
 
 {#- Tests only: stop a run at a named step to prove that a re-run repairs it. An environment

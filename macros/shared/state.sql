@@ -214,6 +214,7 @@
 {% macro create_output(new_rows, key_columns, recompute_sql) %}
   {%- set properties = incremental_joins.user_tblproperties() -%}
   {%- if recompute_sql -%}{%- do properties.update({'incremental_joins.recompute_sql': incremental_joins.without_empty_refs(recompute_sql)}) -%}{%- endif -%}
+  {%- if model.get('incremental_joins_definition') -%}{%- do properties.update({'incremental_joins.definition': model.get('incremental_joins_definition')}) -%}{%- endif -%}
   {%- call statement('main') -%}
     create or replace table {{ this }}
     using delta
@@ -423,6 +424,7 @@
     {%- do incremental_joins.create_output(new_rows, key_columns, recompute_sql) -%}
     {{ return([incremental_joins.last_write_metrics(this, -1), 'full_refresh']) }}
   {%- endif -%}
+  {%- if recompute_sql -%}{%- do model.update({'incremental_joins_recompute_sql': incremental_joins.without_empty_refs(recompute_sql)}) -%}{%- endif -%}
   {%- set picked = [] -%}
   {%- for c in columns -%}
     {%- do picked.append('if(n.__ij_new, n.' ~ adapter.quote(c) ~ ', t.' ~ adapter.quote(c) ~ ') as ' ~ adapter.quote(c)) -%}
