@@ -14,7 +14,8 @@
     or the operator config edited since, or an output of an older version of the package that
     recorded none) makes the run recompute everything, written change-minimally into the output
     as the automatic fallback writes, so that the output is what the model now says; end_run
-    records it. -#}
+    records it (also after a recompute for another reason, e.g. every run of a model with
+    on_missing_history='recompute'). -#}
 {% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false, definition=none) %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
@@ -47,14 +48,16 @@
       {%- do versions.update({relation | string: pending if pending is not none and not should_full_refresh() else incremental_joins.latest_version(relation | string)}) -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- set full_reason, redefined = none, false -%}
-  {%- if load_cached_relation(this) is none -%}{%- set full_reason = 'first run' -%}
+  {%- set full_reason, output = none, load_cached_relation(this) -%}
+  {#- A run that writes into its output (not one that creates it) with another definition. -#}
+  {%- set redefined = definition is not none and output is not none and not should_full_refresh()
+                      and incremental_joins.table_property(this, 'incremental_joins.definition') != definition -%}
+  {%- if output is none -%}{%- set full_reason = 'first run' -%}
   {%- elif should_full_refresh() -%}{%- set full_reason = '--full-refresh' -%}
   {#- An input without history is never recorded as consumed: its reason comes first. -#}
   {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
   {%- elif none in consumed.values() or missing_state -%}{%- set full_reason = 'no highwater or state' -%}
-  {%- elif definition is not none and incremental_joins.table_property(this, 'incremental_joins.definition') != definition -%}
-    {%- set full_reason, redefined = "the model's definition (its compiled code, its operator config) is not the one its output was built with", true -%}
+  {%- elif redefined -%}{%- set full_reason = "the model's definition (its compiled code, its operator config) is not the one its output was built with" -%}
   {%- endif -%}
   {%- do model.update({'incremental_joins_definition': definition, 'incremental_joins_definition_changed': redefined}) -%}
   {%- set retry = namespace(found=false) -%}
