@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fk_join_harness import SOURCES, FkJoinProject, error_of, runnable_models
+from fk_join_harness import SOURCES, FkJoinProject, error_of, runnable_models, tblproperties
 
 
 def model(**config) -> str:
@@ -159,6 +159,13 @@ def test_input_without_history_is_an_error_unless_recompute_is_chosen(project_wi
     assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x"}
     # The run log keeps the reason as the run gave it, quotes included.
     assert fk.last_run_log("joined")["fallback_reason"] == "input without history, on_missing_history='recompute'"
+    # Edited, the model (recomputed on every run anyway) records the definition and recompute SQL
+    # it computed: the equals_full_recompute test compares with the edited body.
+    model_file = fk.project.path / "models" / "joined.sql"
+    model_file.write_text(model_file.read_text().replace("r.rv", "upper(r.rv) as rv"))
+    fk.run()
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "X"}
+    assert "upper(r.rv)" in tblproperties(spark, f"{fk.schema}.joined")["incremental_joins.recompute_sql"]
 
 
 def test_history_vacuumed_past_the_highwater_says_to_full_refresh(project_with, spark):
