@@ -138,11 +138,8 @@
     write of the run, so that a run interrupted before it recomputes again. -#}
 {% macro record_definition() %}
   {%- if not model.get('incremental_joins_definition_changed') -%}{{ return(none) }}{%- endif -%}
-  {%- set recorded = {'incremental_joins.definition': model.get('incremental_joins_definition')} -%}
-  {%- if model.get('incremental_joins_recompute_sql') -%}{%- do recorded.update({'incremental_joins.recompute_sql': model.get('incremental_joins_recompute_sql')}) -%}{%- endif -%}
-  {%- set pairs = [] -%}
-  {%- for key, value in recorded.items() -%}{%- do pairs.append(incremental_joins.string_literal(key) ~ ' = ' ~ incremental_joins.string_literal(value)) -%}{%- endfor -%}
-  {%- do run_query('alter table ' ~ this ~ ' set tblproperties (' ~ pairs | join(', ') ~ ')') -%}
+  {%- set recorded = incremental_joins.definition_properties(model.get('incremental_joins_recompute_sql')) -%}
+  {%- do run_query('alter table ' ~ this ~ ' set ' ~ incremental_joins.tblproperties_clause(recorded)) -%}
 {% endmacro %}
 
 {#- Tests only: stop a run at a named step to prove that a re-run repairs it. An environment

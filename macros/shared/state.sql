@@ -31,11 +31,27 @@
   {%- set all = {'delta.enableChangeDataFeed': 'false' if state else 'true', 'delta.enableDeletionVectors': 'true' if merged or not state else 'false'} -%}
   {%- if state -%}{%- do all.update({'delta.checkpointInterval': '100'}) -%}{%- endif -%}
   {%- do all.update(extra) -%}
+  {{ return(incremental_joins.tblproperties_clause(all)) }}
+{% endmacro %}
+
+{#- `tblproperties ('key' = 'value', ...)` of a dict. -#}
+{% macro tblproperties_clause(properties) %}
   {%- set props = [] -%}
-  {%- for key, value in all.items() -%}
+  {%- for key, value in properties.items() -%}
     {%- do props.append(incremental_joins.string_literal(key) ~ ' = ' ~ incremental_joins.string_literal(value)) -%}
   {%- endfor -%}
   {{ return('tblproperties (' ~ props | join(', ') ~ ')') }}
+{% endmacro %}
+
+{#- The output's properties that say what it equals: the SQL of a full recompute (for the
+    equals_full_recompute test; none for a Python body) and the model's definition (begin_run;
+    none for an operator without one). Written by create_output, and by record_definition after a
+    recompute into the existing output. -#}
+{% macro definition_properties(recompute_sql) %}
+  {%- set properties = {} -%}
+  {%- if recompute_sql -%}{%- do properties.update({'incremental_joins.recompute_sql': incremental_joins.without_empty_refs(recompute_sql)}) -%}{%- endif -%}
+  {%- if model.get('incremental_joins_definition') -%}{%- do properties.update({'incremental_joins.definition': model.get('incremental_joins_definition')}) -%}{%- endif -%}
+  {{ return(properties) }}
 {% endmacro %}
 
 {#- Deletion vectors on for a state table created without them that a MERGE is about to write
@@ -213,8 +229,7 @@
     dbt's table configs (check_table_config). -#}
 {% macro create_output(new_rows, key_columns, recompute_sql) %}
   {%- set properties = incremental_joins.user_tblproperties() -%}
-  {%- if recompute_sql -%}{%- do properties.update({'incremental_joins.recompute_sql': incremental_joins.without_empty_refs(recompute_sql)}) -%}{%- endif -%}
-  {%- if model.get('incremental_joins_definition') -%}{%- do properties.update({'incremental_joins.definition': model.get('incremental_joins_definition')}) -%}{%- endif -%}
+  {%- do properties.update(incremental_joins.definition_properties(recompute_sql)) -%}
   {%- call statement('main') -%}
     create or replace table {{ this }}
     using delta
@@ -424,7 +439,7 @@
     {%- do incremental_joins.create_output(new_rows, key_columns, recompute_sql) -%}
     {{ return([incremental_joins.last_write_metrics(this, -1), 'full_refresh']) }}
   {%- endif -%}
-  {%- if recompute_sql -%}{%- do model.update({'incremental_joins_recompute_sql': incremental_joins.without_empty_refs(recompute_sql)}) -%}{%- endif -%}
+  {%- do model.update({'incremental_joins_recompute_sql': recompute_sql}) -%}  {#- for record_definition -#}
   {%- set picked = [] -%}
   {%- for c in columns -%}
     {%- do picked.append('if(n.__ij_new, n.' ~ adapter.quote(c) ~ ', t.' ~ adapter.quote(c) ~ ') as ' ~ adapter.quote(c)) -%}
