@@ -306,3 +306,38 @@ def test_an_edited_operation_mapping_is_applied_to_every_event_so_far(cl):
     cl.run()
     assert cl.last_run()["mode"] == "incremental"
     assert cl.output() == {"1": ("anna", 6), "2": ("bob", 2), "3": ("cy3", 8)}
+
+
+def test_commits_without_data_keep_the_change_feed_and_delta_properties_do_not(cl):
+    """Commits that change no data between two runs — a column comment (dbt's persist_docs, every
+    run of an incremental model upstream), a table comment, a table property of the user's, a
+    CHECK constraint — leave the run on the input's Change Data Feed, where each event keeps its own
+    commit: the same key and sequence in two commits, the later commit wins whatever the
+    kafka_offset. Across a `delta.` property the run diffs two versions, where every new event
+    counts as one commit and kafka_offset alone decides (README: "with the feed off")."""
+    both = ("customers", "customers_dbz")
+    cl.append(("1", "ann", "c", 1, 0))
+    cl.run()
+
+    cl.append(("1", "first-commit", "u", 2, 9))
+    for table in ("cdc", "cdc_dbz"):
+        for statement in ("alter table {t} change column op comment 'c, r, u or d'",
+                          "comment on table {t} is 'CDC events of customers'",
+                          "alter table {t} set tblproperties ('owner_team' = 'crm')",
+                          "alter table {t} unset tblproperties ('owner_team')",
+                          "alter table {t} add constraint offset_known check (kafka_offset is not null)",
+                          "alter table {t} drop constraint offset_known"):
+            cl.spark.sql(statement.format(t=f"{cl.schema}.{table}"))
+    cl.append(("1", "second-commit", "u", 2, 3))
+    cl.run()
+    for m in both:
+        assert cl.output(m) == {"1": ("second-commit", 2)}, m
+        assert cl.last_run(m)["mode"] == "incremental", m
+
+    cl.append(("1", "x-first-commit", "u", 3, 9))
+    for table in ("cdc", "cdc_dbz"):
+        cl.spark.sql(f"alter table {cl.schema}.{table} set tblproperties ('delta.logRetentionDuration' = 'interval 60 days')")
+    cl.append(("1", "x-second-commit", "u", 3, 3))
+    cl.run()
+    for m in both:
+        assert cl.output(m) == {"1": ("x-first-commit", 3)}, m

@@ -55,7 +55,7 @@
   {%- set state = namespace(cdf=true, reason='', vacuumed=false, first_change=none) -%}
   {%- for r in rows | reverse if r['version'] > from_version -%}
     {%- if state.first_change is none -%}{%- set state.first_change = r['timestamp'] -%}{%- endif -%}
-    {%- if r['version'] <= to_version and state.cdf and not (r['version'] == 0 and r['operation'] in ['CREATE TABLE', 'CREATE TABLE AS SELECT', 'CREATE OR REPLACE TABLE AS SELECT', 'REPLACE TABLE AS SELECT', 'CREATE OR REPLACE TABLE']) and r['operation'] not in ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'STREAMING UPDATE', 'OPTIMIZE', 'COPY INTO', 'TRUNCATE', 'VACUUM START', 'VACUUM END'] -%}
+    {%- if r['version'] <= to_version and state.cdf and not incremental_joins.keeps_change_feed(r) -%}
       {%- set state.cdf = false -%}{%- set state.reason = r['operation'] ~ ' at version ' ~ r['version'] -%}
     {%- endif -%}
     {#- VACUUM deletes files removed longer ago than its retention: if that reaches back to the
@@ -78,6 +78,26 @@
   {%- endif -%}
   {%- if from_version >= 0 -%}{%- do incremental_joins.assert_input_columns(name, from_version, to_version) -%}{%- endif -%}
   {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason}) }}
+{% endmacro %}
+
+{#- Whether the Change Data Feed reads across commit `commit` (a `describe history` row): the
+    commit that created the table, a data change, table maintenance — or a commit that changes
+    neither data nor how it is read: a column's comment or nullability (dbt's `persist_docs` on an
+    incremental model comments its columns on every run), a table property that is not Delta's
+    own (a table comment, a team's tag, this package's recorded definition), a CHECK constraint.
+    Across any other commit (a `delta.` property can turn the feed off or change how files are
+    read; a column moved, added, dropped or renamed) the run diffs two versions instead. -#}
+{% macro keeps_change_feed(commit) %}
+  {%- set operation = commit['operation'] -%}
+  {%- if commit['version'] == 0 and operation in ['CREATE TABLE', 'CREATE TABLE AS SELECT', 'CREATE OR REPLACE TABLE AS SELECT', 'REPLACE TABLE AS SELECT', 'CREATE OR REPLACE TABLE'] -%}{{ return(true) }}{%- endif -%}
+  {%- if operation in ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'STREAMING UPDATE', 'OPTIMIZE', 'COPY INTO', 'TRUNCATE', 'VACUUM START', 'VACUUM END', 'ADD CONSTRAINT', 'DROP CONSTRAINT'] -%}{{ return(true) }}{%- endif -%}
+  {#- The parameters as text: a dict in a session, a string over Thrift (a map rendered as JSON
+      without escaping the JSON strings inside it), so they are searched, not parsed. -#}
+  {%- set params = commit['operationParameters'] or {} -%}
+  {%- set text = (params if params is string else tojson(params)) | lower -%}
+  {%- if operation == 'CHANGE COLUMN' -%}{{ return('"position"' not in text) }}{%- endif -%}
+  {%- if operation in ['SET TBLPROPERTIES', 'UNSET TBLPROPERTIES'] -%}{{ return('"delta.' not in text) }}{%- endif -%}
+  {{ return(false) }}
 {% endmacro %}
 
 {#- Schema drift of an input: its columns (names and types) at the version consumed last and at
