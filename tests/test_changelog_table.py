@@ -311,7 +311,7 @@ def test_an_edited_operation_mapping_is_applied_to_every_event_so_far(cl):
 def test_commits_without_data_keep_the_change_feed_and_delta_properties_do_not(cl):
     """Commits that change no data between two runs — a column comment (dbt's persist_docs, every
     run of an incremental model upstream), a table comment, a table property of the user's, a
-    CHECK constraint — leave the run on the input's Change Data Feed, where each event keeps its own
+    CHECK constraint, a new clustering, a REORG — leave the run on the input's Change Data Feed, where each event keeps its own
     commit: the same key and sequence in two commits, the later commit wins whatever the
     kafka_offset. Across a `delta.` property the run diffs two versions, where every new event
     counts as one commit and kafka_offset alone decides (README: "with the feed off")."""
@@ -326,7 +326,9 @@ def test_commits_without_data_keep_the_change_feed_and_delta_properties_do_not(c
                           "alter table {t} set tblproperties ('owner_team' = 'crm')",
                           "alter table {t} unset tblproperties ('owner_team')",
                           "alter table {t} add constraint offset_known check (kafka_offset is not null)",
-                          "alter table {t} drop constraint offset_known"):
+                          "alter table {t} drop constraint offset_known",
+                          "alter table {t} cluster by (kafka_offset)",
+                          "reorg table {t} apply (purge)"):
             cl.spark.sql(statement.format(t=f"{cl.schema}.{table}"))
     cl.append(("1", "second-commit", "u", 2, 3))
     cl.run()

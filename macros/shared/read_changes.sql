@@ -81,8 +81,8 @@
 {% endmacro %}
 
 {#- Whether the Change Data Feed reads across commit `commit` (a `describe history` row): the
-    commit that created the table, a data change, table maintenance — or a commit that changes
-    neither data nor how it is read: a column's comment or nullability (dbt's `persist_docs` on an
+    commit that created the table, a data change, table maintenance (OPTIMIZE, REORG, VACUUM, a
+    new clustering) — or a commit that changes neither data nor how it is read: a column's comment or nullability (dbt's `persist_docs` on an
     incremental model comments its columns on every run), a table property that is not Delta's
     own (a table comment, a team's tag, this package's recorded definition), a CHECK constraint.
     Across any other commit (a `delta.` property can turn the feed off or change how files are
@@ -90,7 +90,7 @@
 {% macro keeps_change_feed(commit) %}
   {%- set operation = commit['operation'] -%}
   {%- if commit['version'] == 0 and operation in ['CREATE TABLE', 'CREATE TABLE AS SELECT', 'CREATE OR REPLACE TABLE AS SELECT', 'REPLACE TABLE AS SELECT', 'CREATE OR REPLACE TABLE'] -%}{{ return(true) }}{%- endif -%}
-  {%- if operation in ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'STREAMING UPDATE', 'OPTIMIZE', 'COPY INTO', 'TRUNCATE', 'VACUUM START', 'VACUUM END', 'ADD CONSTRAINT', 'DROP CONSTRAINT'] -%}{{ return(true) }}{%- endif -%}
+  {%- if operation in ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'STREAMING UPDATE', 'OPTIMIZE', 'COPY INTO', 'TRUNCATE', 'VACUUM START', 'VACUUM END', 'REORG', 'CLUSTER BY', 'ADD CONSTRAINT', 'DROP CONSTRAINT'] -%}{{ return(true) }}{%- endif -%}
   {#- The parameters as text: a dict in a session, a string over Thrift (a map rendered as JSON
       without escaping the JSON strings inside it), so they are searched, not parsed. -#}
   {%- set params = commit['operationParameters'] or {} -%}
