@@ -77,6 +77,11 @@
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
   {%- if from_version >= 0 -%}{%- do incremental_joins.assert_input_columns(name, from_version, to_version) -%}{%- endif -%}
+  {%- if from_version >= 0 and not state.cdf -%}
+    {{ log(model.name ~ ': input ' ~ name ~ ' read by comparing versions ' ~ from_version ~ ' and ' ~ to_version ~ ' (two reads of the whole table), not from its Change Data Feed: ' ~ state.reason ~ '. '
+           ~ ('Turn the feed on: alter table ' ~ name ~ " set tblproperties ('delta.enableChangeDataFeed' = 'true')." if state.reason == 'change data feed off'
+              else 'The feed is read only across data changes and commits that change no data; a re-created table (a dbt `table` model) is always read this way.'), info=true) }}
+  {%- endif -%}
   {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason}) }}
 {% endmacro %}
 
