@@ -282,6 +282,7 @@ def test_columns_changed_in_the_input_or_the_body_say_to_full_refresh(scratch_pr
     message = error_of(stream.run(check=False))
     assert "d: input" in message and "events changed its columns between version 1, which this model consumed last, and version 3 (added source (" in message
     assert "dbt run --full-refresh --select d" in message and "Nothing was written." in message
+    assert "or set on_schema_change='append_new_columns' on the model" in message
     assert stream.forwarded("d") == [0]
     assert sorted(spark.sql(f"select * from {stream.schema}.d__ij_highwater").collect(), key=str) == highwater
     stream.run("--full-refresh")
@@ -291,10 +292,61 @@ def test_columns_changed_in_the_input_or_the_body_say_to_full_refresh(scratch_pr
     spark.sql(f"insert into {stream.schema}.events values ('p', 'c', null, timestamp_seconds(3), 2, 'app')")
     message = error_of(stream.run(check=False))
     assert "d: the model's columns changed since its output" in message and "(removed id)" in message
-    assert "dbt run --full-refresh --select d" in message
+    assert "dbt run --full-refresh --select d" in message and "or set on_schema_change='append_new_columns'" in message
     assert stream.forwarded("d") == [0, 1]
     stream.run("--full-refresh")
     assert stream.forwarded("d") == [0, 1, 2] and "id" not in spark.table(f"{stream.schema}.d").columns
+
+
+def test_on_schema_change_append_new_columns_adds_them_and_keeps_the_records_appended(scratch_project, spark):
+    """on_schema_change='append_new_columns' (dbt's option for incremental models): a column added
+    to the stream, or selected by an edited body, is added to the output; records appended before
+    keep null in it, later records carry it — for a column added to the stream, what a full
+    refresh gives too (the stream's older records hold null in it). A column the body stops
+    selecting stays, null in later records. The input is read from its change feed across the
+    ADD COLUMNS commit, or by comparing two versions when it has no feed."""
+    config = ("{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts', "
+              "arrival_order='kafka_offset', on_schema_change='append_new_columns') }}\n")
+    nofeed = BODY.replace("'events'", "'events_nofeed'")
+    stream = Stream(scratch_project, spark, {"d": config + BODY, "d_nofeed": config + nofeed})
+    (stream.project.path / "models" / "sources.yml").write_text(sources_yml("events", "events_nofeed"))
+    schema = stream.schema
+    spark.sql(f"create table {schema}.events_nofeed (part string, k string, id string, ts timestamp, kafka_offset bigint) "
+              "using delta tblproperties ('delta.enableChangeDataFeed' = 'false')")
+    tables = ("events", "events_nofeed")
+
+    def insert(columns: str, *rows: str) -> None:
+        for table in tables:
+            spark.sql(f"insert into {schema}.{table} ({columns}) values {', '.join(rows)}")
+
+    def output(model: str, *columns: str) -> dict:
+        return {r.kafka_offset: tuple(r[c] for c in columns) for r in spark.table(f"{schema}.{model}").collect()}
+
+    base = "part, k, id, ts, kafka_offset"
+    insert(base, "('p', 'a', 'i0', timestamp_seconds(1), 0)", "('p', 'b', 'i1', timestamp_seconds(2), 1)")
+    stream.run()
+    for table in tables:
+        spark.sql(f"alter table {schema}.{table} add columns (source string)")
+    # a@3 is a duplicate of a@1 (dropped); c is new.
+    insert(base + ", source", "('p', 'a', 'i2', timestamp_seconds(3), 2, 'app')", "('p', 'c', 'i3', timestamp_seconds(4), 3, 'web')")
+    stream.run()
+    for model in ("d", "d_nofeed"):
+        assert output(model, "id", "source") == {0: ("i0", None), 1: ("i1", None), 3: ("i3", "web")}, model
+        assert spark.sql(f"select mode from {schema}.incremental_joins_run_log where model = '{model}' "
+                         "order by finished_at desc limit 1").first().mode == "incremental", model
+    incremental = output("d", "id", "source", "_ij_source_version")
+    stream.run("--full-refresh", "--select", "d")
+    assert output("d", "id", "source", "_ij_source_version") == incremental
+
+    # The body drops id and adds a column of its own: id stays, null in later records.
+    for model, body in (("d", BODY), ("d_nofeed", nofeed)):
+        edited = body.replace("select *", "select * except (id), upper(source) as source_upper")
+        (stream.project.path / "models" / f"{model}.sql").write_text(config + edited)
+    insert(base + ", source", "('p', 'e', 'i4', timestamp_seconds(5), 4, 'app')")
+    stream.run()
+    for model in ("d", "d_nofeed"):
+        assert output(model, "id", "source", "source_upper") == {
+            0: ("i0", None, None), 1: ("i1", None, None), 3: ("i3", "web", None), 4: (None, "app", "APP")}, model
 
 
 def test_records_tied_on_commit_and_arrival_order_are_ordered_by_their_values(scratch_project, spark):

@@ -21,6 +21,7 @@
       'event_time': incremental_joins.require_config('event_time')[0],
       'arrival_order': incremental_joins.config_value('arrival_order'),
       'partition_by': incremental_joins.config_value('partition_by'),
+      'append_new_columns': incremental_joins.config_value('on_schema_change') == 'append_new_columns',
       'replace_state_below': incremental_joins.non_negative_config('replace_state_below', 1000000, 'must be a number of store entries, 0 or more', 'e.g. 1000000 rewrites the store whole while it holds at most a million entries and MERGEs above; 0 always MERGEs'),
   }) }}
 {% endmacro %}

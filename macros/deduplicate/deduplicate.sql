@@ -19,7 +19,7 @@
   {%- set state = incremental_joins.state_relation('state') -%}
   {%- set run = incremental_joins.begin_run([name], 'error', [state], pin_state=true) -%}
   {%- set full = run.full_reason is not none -%}
-  {%- set plan = incremental_joins.stream_plan(name, run) -%}
+  {%- set plan = incremental_joins.stream_plan(name, run, cfg.append_new_columns) -%}
   {%- set pinned = none if full else incremental_joins.pinned(state, run.versions[state | string]) -%}
   {%- set records = incremental_joins.dedup_records(cfg, inputs, plan, none if full else incremental_joins.dedup_stored_times(pinned)) -%}
   {%- set folded = incremental_joins.dedup_fold(cfg, records.relation, none if full else 'select * from (' ~ pinned ~ ') as s where __ij_stream_time is null') -%}
@@ -183,9 +183,10 @@
          'select to_json(collect_list(array(part, cast(unix_micros(stream_time) as string)))) from (select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1) as c'],
         [incremental_joins.rows_check(records, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')",
                                       'Every record needs an event time: fill it upstream or filter such records out in the model body.')]) -%}
-  {%- if not full -%}{%- do incremental_joins.assert_output_columns(user_columns) -%}{%- endif -%}
+  {%- set existing = none if full else incremental_joins.assert_output_columns(user_columns, cfg.append_new_columns) -%}
   {%- do incremental_joins.assert_contract(forwarded) -%}
   {%- do incremental_joins.pin_versions(run) -%}
+  {%- if existing is not none -%}{%- do incremental_joins.add_output_columns(forwarded, user_columns, existing) -%}{%- endif -%}
   {%- set new_times = fromjson(times) -%}
   {%- set expired = incremental_joins.dedup_expired(cfg, 'x', new_times) -%}
   {#- Each dedup key's new state, and whether it expired (then it is not stored). -#}

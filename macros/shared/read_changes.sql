@@ -40,10 +40,13 @@
   {{ return('select * from ' ~ name ~ (' version as of ' ~ version if version is not none else '')) }}
 {% endmacro %}
 
-{#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf} for versions (from_version, to_version];
-    from_version -1 reads from the table's creation. -#}
-{% macro change_plan(name, from_version, to_version, rows=none) %}
-  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': ''}) }}{%- endif -%}
+{#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf, 'added': columns added} for
+    versions (from_version, to_version]; from_version -1 reads from the table's creation.
+    `append_new_columns`: whether the model takes columns added to the input (its
+    `on_schema_change`; none for an operator that cannot) — then `added` lists them as [name,
+    type] pairs, and the feed is read across the commits that added them. -#}
+{% macro change_plan(name, from_version, to_version, rows=none, append_new_columns=none) %}
+  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': '', 'added': []}) }}{%- endif -%}
   {%- if to_version < from_version -%}
     {%- set msg -%}
 {{ model.name }}: input {{ name }} is at Delta version {{ to_version }}, older than version {{ from_version }} which this model consumed last: the table was dropped and created again, so its changes cannot be read. Run `dbt run --full-refresh --select {{ model.name }}`.
@@ -55,7 +58,7 @@
   {%- set state = namespace(cdf=true, reason='', vacuumed=false, first_change=none) -%}
   {%- for r in rows | reverse if r['version'] > from_version -%}
     {%- if state.first_change is none -%}{%- set state.first_change = r['timestamp'] -%}{%- endif -%}
-    {%- if r['version'] <= to_version and state.cdf and not incremental_joins.keeps_change_feed(r) -%}
+    {%- if r['version'] <= to_version and state.cdf and not incremental_joins.keeps_change_feed(r, append_new_columns) -%}
       {%- set state.cdf = false -%}{%- set state.reason = r['operation'] ~ ' at version ' ~ r['version'] -%}
     {%- endif -%}
     {#- VACUUM deletes files removed longer ago than its retention: if that reaches back to the
@@ -76,13 +79,13 @@
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
-  {%- if from_version >= 0 -%}{%- do incremental_joins.assert_input_columns(name, from_version, to_version) -%}{%- endif -%}
+  {%- set added = incremental_joins.assert_input_columns(name, from_version, to_version, append_new_columns) if from_version >= 0 else [] -%}
   {%- if from_version >= 0 and not state.cdf -%}
     {{ log(model.name ~ ': input ' ~ name ~ ' read by comparing versions ' ~ from_version ~ ' and ' ~ to_version ~ ' (two reads of the whole table), not from its Change Data Feed: ' ~ state.reason ~ '. '
            ~ ('Turn the feed on: alter table ' ~ name ~ " set tblproperties ('delta.enableChangeDataFeed' = 'true')." if state.reason == 'change data feed off'
               else 'The feed is read only across data changes and commits that change no data; a re-created table (a dbt `table` model) is always read this way.'), info=true) }}
   {%- endif -%}
-  {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason}) }}
+  {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason, 'added': added}) }}
 {% endmacro %}
 
 {#- Whether the Change Data Feed reads across commit `commit` (a `describe history` row): the
@@ -90,9 +93,11 @@
     new clustering) — or a commit that changes neither data nor how it is read: a column's comment or nullability (dbt's `persist_docs` on an
     incremental model comments its columns on every run), a table property that is not Delta's
     own (a table comment, a team's tag, this package's recorded definition), a CHECK constraint.
-    Across any other commit (a `delta.` property can turn the feed off or change how files are
-    read; a column moved, added, dropped or renamed) the run diffs two versions instead. -#}
-{% macro keeps_change_feed(commit) %}
+    Columns added (`ADD COLUMNS`) too, for a model that takes them (`append_new_columns`): the
+    feed gives the older records null in them. Across any other commit (a `delta.` property can
+    turn the feed off or change how files are read; a column moved, dropped or renamed) the run
+    diffs two versions instead. -#}
+{% macro keeps_change_feed(commit, append_new_columns=none) %}
   {%- set operation = commit['operation'] -%}
   {%- if commit['version'] == 0 and operation in ['CREATE TABLE', 'CREATE TABLE AS SELECT', 'CREATE OR REPLACE TABLE AS SELECT', 'REPLACE TABLE AS SELECT', 'CREATE OR REPLACE TABLE'] -%}{{ return(true) }}{%- endif -%}
   {%- if operation in ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'STREAMING UPDATE', 'OPTIMIZE', 'COPY INTO', 'TRUNCATE', 'VACUUM START', 'VACUUM END', 'REORG', 'CLUSTER BY', 'ADD CONSTRAINT', 'DROP CONSTRAINT'] -%}{{ return(true) }}{%- endif -%}
@@ -100,6 +105,7 @@
       without escaping the JSON strings inside it), so they are searched, not parsed. -#}
   {%- set params = commit['operationParameters'] or {} -%}
   {%- set text = (params if params is string else tojson(params)) | lower -%}
+  {%- if operation == 'ADD COLUMNS' -%}{{ return(append_new_columns is true) }}{%- endif -%}
   {%- if operation == 'CHANGE COLUMN' -%}{{ return('"position"' not in text) }}{%- endif -%}
   {%- if operation in ['SET TBLPROPERTIES', 'UNSET TBLPROPERTIES'] -%}{{ return('"delta.' not in text) }}{%- endif -%}
   {{ return(false) }}
@@ -108,24 +114,30 @@
 {#- Schema drift of an input: its columns (names and types) at the version consumed last and at
     the version this run reads must be the same, or its changes cannot be read (two versions'
     rows do not compare; a state table holds the old columns). One statement, planned and never
-    run: both versions side by side, split at a marker column. -#}
-{% macro assert_input_columns(name, from_version, to_version) %}
+    run: both versions side by side, split at a marker column. With `append_new_columns` (see
+    change_plan) columns added and nothing else changed are taken: returns them ([name, type]
+    pairs; [] when nothing changed). -#}
+{% macro assert_input_columns(name, from_version, to_version, append_new_columns=none) %}
   {%- set both = incremental_joins.query_schema('select a.*, 1 as __ij_to, b.* from (select * from ' ~ name ~ ' version as of ' ~ from_version
                                                 ~ ') as a cross join (select * from ' ~ name ~ ' version as of ' ~ to_version ~ ') as b') -%}
   {%- set cut = (both | map('first') | list).index('__ij_to') -%}
+  {%- set diff = incremental_joins.column_diff(both[:cut], both[cut + 1:]) -%}
+  {%- set only_added = diff.added and not diff.removed and not diff.retyped -%}
+  {%- if only_added and append_new_columns -%}{{ return(diff.added) }}{%- endif -%}
   {%- set changes = incremental_joins.column_changes(both[:cut], both[cut + 1:]) -%}
   {%- if changes -%}
     {%- set msg -%}
-{{ model.name }}: input {{ name }} changed its columns between version {{ from_version }}, which this model consumed last, and version {{ to_version }} ({{ changes }}): its changes cannot be read across a change of columns. Run `dbt run --full-refresh --select {{ model.name }}` to rebuild the model from the current inputs. Nothing was written.
+{{ model.name }}: input {{ name }} changed its columns between version {{ from_version }}, which this model consumed last, and version {{ to_version }} ({{ changes }}): its changes cannot be read across a change of columns. Run `dbt run --full-refresh --select {{ model.name }}` to rebuild the model from the current inputs{{ ", or set on_schema_change='append_new_columns' on the model to take the added columns (records already written keep null in them)" if only_added and append_new_columns is false }}. Nothing was written.
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
+  {{ return([]) }}
 {% endmacro %}
 
-{#- How two column lists differ, in words ('' when they do not): 'added c (type); removed d;
-    retyped e (int -> bigint)'. Each column is a name or a [name, type] pair (`query_schema`);
+{#- How two column lists differ: {'added': [[name, type]], 'removed': [[name, type]], 'retyped':
+    [[name, old type, new type]]}. Each column is a name or a [name, type] pair (`query_schema`);
     names compare case-insensitively, as Spark's do, and types only when both lists have them. -#}
-{% macro column_changes(before, after) %}
+{% macro column_diff(before, after) %}
   {%- set old, new = {}, {} -%}
   {%- for side, columns in [(old, before), (new, after)] -%}
     {%- for c in columns -%}
@@ -133,17 +145,27 @@
       {%- do side.update({pair[0] | lower: pair}) -%}
     {%- endfor -%}
   {%- endfor -%}
-  {%- set added, removed, retyped = [], [], [] -%}
+  {%- set diff = {'added': [], 'removed': [], 'retyped': []} -%}
   {%- for key, c in new.items() -%}
-    {%- if key not in old -%}{%- do added.append(c[0] ~ (' (' ~ c[1] ~ ')' if c[1] else '')) -%}
-    {%- elif c[1] and old[key][1] and c[1] != old[key][1] -%}
-      {%- do retyped.append(c[0] ~ ' (' ~ old[key][1] ~ ' -> ' ~ c[1] ~ ')') -%}
+    {%- if key not in old -%}{%- do diff.added.append(c) -%}
+    {%- elif c[1] and old[key][1] and c[1] != old[key][1] -%}{%- do diff.retyped.append([c[0], old[key][1], c[1]]) -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- for key, c in old.items() if key not in new -%}{%- do removed.append(c[0]) -%}{%- endfor -%}
+  {%- for key, c in old.items() if key not in new -%}{%- do diff.removed.append(c) -%}{%- endfor -%}
+  {{ return(diff) }}
+{% endmacro %}
+
+{#- column_diff in words ('' when the lists do not differ): 'added c (type); removed d; retyped e
+    (int -> bigint)'. -#}
+{% macro column_changes(before, after) %}
+  {%- set diff = incremental_joins.column_diff(before, after) -%}
   {%- set parts = [] -%}
-  {%- for word, names in [('added', added), ('removed', removed), ('retyped', retyped)] if names -%}
-    {%- do parts.append(word ~ ' ' ~ names | join(', ')) -%}
+  {%- set words = {'added': [], 'removed': [], 'retyped': []} -%}
+  {%- for c in diff.added -%}{%- do words.added.append(c[0] ~ (' (' ~ c[1] ~ ')' if c[1] else '')) -%}{%- endfor -%}
+  {%- for c in diff.removed -%}{%- do words.removed.append(c[0]) -%}{%- endfor -%}
+  {%- for c in diff.retyped -%}{%- do words.retyped.append(c[0] ~ ' (' ~ c[1] ~ ' -> ' ~ c[2] ~ ')') -%}{%- endfor -%}
+  {%- for word in ['added', 'removed', 'retyped'] if words[word] -%}
+    {%- do parts.append(word ~ ' ' ~ words[word] | join(', ')) -%}
   {%- endfor -%}
   {{ return(parts | join('; ')) }}
 {% endmacro %}

@@ -360,18 +360,36 @@
 {#- Schema drift of the output: a run that writes into the existing output (not a first run or
     --full-refresh, which create it) writes the body's `columns` into it by name, so they must be
     its columns. Fails before anything is written, naming the columns the body added and
-    removed. Returns the output's columns (none when the run creates it). -#}
-{% macro assert_output_columns(columns) %}
+    removed. With `append_new_columns` (a stream's `on_schema_change`; none for an operator that
+    cannot take it) added and removed columns are taken: add_output_columns adds the new ones.
+    Returns the output's columns (none when the run creates it). -#}
+{% macro assert_output_columns(columns, append_new_columns=none) %}
   {%- if load_cached_relation(this) is none or should_full_refresh() -%}{{ return(none) }}{%- endif -%}
   {%- set existing = incremental_joins.query_columns('select * from ' ~ this) -%}
+  {%- set diff = incremental_joins.column_diff(existing, columns) -%}
+  {%- if append_new_columns and not diff.retyped -%}{{ return(existing) }}{%- endif -%}
   {%- set changes = incremental_joins.column_changes(existing, columns) -%}
   {%- if changes -%}
     {%- set msg -%}
-{{ model.name }}: the model's columns changed since its output {{ this }} was built ({{ changes }}), and a run writes into the existing output. Run `dbt run --full-refresh --select {{ model.name }}` to rebuild it with the new columns. Nothing was written.
+{{ model.name }}: the model's columns changed since its output {{ this }} was built ({{ changes }}), and a run writes into the existing output. Run `dbt run --full-refresh --select {{ model.name }}` to rebuild it with the new columns{{ ", or set on_schema_change='append_new_columns' on the model to add the new columns to the output and keep the records it holds (they keep null in the new columns; columns the model no longer selects stay, null in new records)" if append_new_columns is false and not diff.retyped }}. Nothing was written.
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
   {{ return(existing) }}
+{% endmacro %}
+
+{#- on_schema_change='append_new_columns': the columns of `rows_sql` (named `columns`) that the
+    output lacks (`existing`, its column names) are added to it, typed as `rows_sql` types them:
+    one ALTER TABLE, after the run pinned its versions and before it writes (a retried run finds
+    them added). Nothing when there are none. -#}
+{% macro add_output_columns(rows_sql, columns, existing) %}
+  {%- set have = existing | map('lower') | list -%}
+  {%- if columns | map('lower') | reject('in', have) | list | length == 0 -%}{{ return(none) }}{%- endif -%}
+  {%- set added = [] -%}
+  {%- for name, type in incremental_joins.query_schema(rows_sql) if name | lower not in have -%}{%- do added.append(adapter.quote(name) ~ ' ' ~ type) -%}{%- endfor -%}
+  {% call statement('add_output_columns') -%}
+    alter table {{ this }} add columns ({{ added | join(', ') }})
+  {%- endcall %}
 {% endmacro %}
 
 {#- A dbt model contract (`contract: {enforced: true}`, columns in the model's YAML), checked

@@ -9,22 +9,22 @@
     covers the range (each record then has its own commit version); otherwise the difference of
     two versions, or the whole snapshot, whose records all count as arriving at `to_version`.
     Reads the input's history once, from the consumed version on (begin_run's read, if it made
-    one). -#}
-{% macro stream_plan(name, run) %}
+    one). `append_new_columns`: see change_plan; `added` lists the columns added to the input. -#}
+{% macro stream_plan(name, run, append_new_columns=none) %}
   {%- set from_version = none if run.full_reason else run.consumed[name] -%}
   {%- set to_version = run.versions[name] -%}
-  {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none, 'to_timestamp': 'current_timestamp()'}) }}{%- endif -%}
-  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'from': from_version, 'to': to_version, 'to_timestamp': 'cast(null as timestamp)'}) }}{%- endif -%}
+  {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none, 'to_timestamp': 'current_timestamp()', 'added': []}) }}{%- endif -%}
+  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'from': from_version, 'to': to_version, 'to_timestamp': 'cast(null as timestamp)', 'added': []}) }}{%- endif -%}
   {%- set rows = run.commits.get(name) or incremental_joins.history(name, from_version, to_version) -%}
   {%- set at = rows | selectattr('version', 'equalto', to_version) | first -%}
   {%- set to_timestamp = "timestamp'" ~ at['timestamp'].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'" -%}
   {%- set start = from_version if from_version is not none else -1 -%}
   {%- if start == -1 and rows[-1]['version'] != 0 -%}
-    {{ return({'mode': 'snapshot', 'from': none, 'to': to_version, 'to_timestamp': to_timestamp}) }}
+    {{ return({'mode': 'snapshot', 'from': none, 'to': to_version, 'to_timestamp': to_timestamp, 'added': []}) }}
   {%- endif -%}
-  {%- set plan = incremental_joins.change_plan(name, start, to_version, rows) -%}
+  {%- set plan = incremental_joins.change_plan(name, start, to_version, rows, append_new_columns) -%}
   {%- set mode = 'snapshot' if start == -1 and plan.mode == 'diff' else plan.mode -%}
-  {{ return({'mode': mode, 'from': start, 'to': to_version, 'to_timestamp': to_timestamp}) }}
+  {{ return({'mode': mode, 'from': start, 'to': to_version, 'to_timestamp': to_timestamp, 'added': plan.added}) }}
 {% endmacro %}
 
 {#- The records of the plan: the input's columns plus _ij_commit_version and _ij_commit_timestamp. -#}
@@ -34,7 +34,17 @@
   {%- endif -%}
   {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _ij_commit_version, ' ~ plan.to_timestamp ~ ' as _ij_commit_timestamp' -%}
   {%- if plan.mode == 'diff' -%}
-    {{ return('select *, ' ~ arrival ~ ' from (select * from ' ~ name ~ ' version as of ' ~ plan.to ~ ' except all select * from ' ~ name ~ ' version as of ' ~ plan.from ~ ') as new_records') }}
+    {#- The older version's rows get null in the columns added since (plan.added), placed where
+        the newer version has them. -#}
+    {%- set older = '*' -%}
+    {%- if plan.get('added') -%}
+      {%- set added = {} -%}
+      {%- for c in plan.added -%}{%- do added.update({c[0] | lower: 'cast(null as ' ~ c[1] ~ ') as ' ~ adapter.quote(c[0])}) -%}{%- endfor -%}
+      {%- set exprs = [] -%}
+      {%- for c in incremental_joins.query_columns(incremental_joins.pinned(name, plan.to)) -%}{%- do exprs.append(added.get(c | lower, adapter.quote(c))) -%}{%- endfor -%}
+      {%- set older = exprs | join(', ') -%}
+    {%- endif -%}
+    {{ return('select *, ' ~ arrival ~ ' from (select * from ' ~ name ~ ' version as of ' ~ plan.to ~ ' except all select ' ~ older ~ ' from ' ~ name ~ ' version as of ' ~ plan.from ~ ') as new_records') }}
   {%- elif plan.mode == 'snapshot' -%}
     {{ return('select *, ' ~ arrival ~ ' from (' ~ incremental_joins.pinned(name, plan.to) ~ ') as records') }}
   {%- endif -%}
