@@ -349,3 +349,35 @@ def test_commits_without_data_keep_the_change_feed_and_delta_properties_do_not(c
     version = cl.spark.sql(f"describe history {cl.schema}.cdc limit 2").collect()[1]["version"]
     said = [m for m in messages if m.startswith("customers: input ") and "read by comparing versions" in m]
     assert len(said) == 1 and f"SET TBLPROPERTIES at version {version}" in said[0], said
+
+
+def test_on_schema_change_append_new_columns_takes_a_column_added_to_the_changelog(scratch_project, spark):
+    """on_schema_change='append_new_columns': a column added to the CDC table reaches the output
+    (added by the run) for the keys whose newest event has it; the other keys keep null, as their
+    newest events do, so a full refresh gives the same table. An edited body (a new column, one
+    dropped) is recomputed once over every event (an edited model); the dropped column stays."""
+    model = ("{{ config(materialized='changelog_table', key='id', sequence='lsn', arrival_order='kafka_offset', "
+             "on_schema_change='append_new_columns') }}\nselect * from {{ incremental_joins.stream(source('t', 'cdc')) }}\n")
+    cl = ChangelogProject.create(scratch_project, spark, models={"customers": model})
+    cdc = f"{cl.schema}.cdc"
+
+    def table(*columns: str) -> dict:
+        return {r.id: tuple(r[c] for c in columns) for r in spark.table(f"{cl.schema}.customers").collect()}
+
+    spark.sql(f"insert into {cdc} values ('1', 'ann', 'c', 1, 0), ('2', 'bob', 'c', 2, 1)")
+    cl.run()
+    spark.sql(f"alter table {cdc} add columns (email string)")
+    spark.sql(f"insert into {cdc} (id, name, op, lsn, kafka_offset, email) values ('1', 'ann', 'u', 3, 2, 'ann@x'), ('3', 'cy', 'c', 4, 3, 'cy@x')")
+    cl.run()
+    assert table("name", "lsn", "email") == {"1": ("ann", 3, "ann@x"), "2": ("bob", 2, None), "3": ("cy", 4, "cy@x")}
+    assert cl.last_run()["mode"] == "incremental"
+    incremental = table("name", "lsn", "email")
+    cl.run("--full-refresh")
+    assert table("name", "lsn", "email") == incremental
+
+    path = cl.project.path / "models" / "customers.sql"
+    path.write_text(model.replace("select *", "select * except (email), upper(name) as name_upper"))
+    spark.sql(f"insert into {cdc} (id, name, op, lsn, kafka_offset, email) values ('2', 'bo', 'u', 5, 4, 'bo@x')")
+    cl.run()
+    assert cl.last_run()["mode"] == "fallback"
+    assert table("name", "name_upper", "email") == {"1": ("ann", "ANN", "ann@x"), "2": ("bo", "BO", None), "3": ("cy", "CY", "cy@x")}

@@ -16,9 +16,9 @@
   {%- set sequences = incremental_joins.state_relation('sequences') -%}
   {%- set run = incremental_joins.begin_run([name], 'error', [sequences],
                                             definition=incremental_joins.model_definition(cfg, ['key', 'sequence', 'operation', 'mapping', 'arrival_order', 'payload', 'value_columns'])) -%}
-  {%- set plan = incremental_joins.stream_plan(name, run) -%}
+  {%- set plan = incremental_joins.stream_plan(name, run, cfg.append_new_columns) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
-  {%- set columns = incremental_joins.assert_output_columns(cfg.key + events['values']) if plan.mode != 'unchanged' else none -%}
+  {%- set columns = incremental_joins.assert_output_columns(cfg.key + events['values'], cfg.append_new_columns) if plan.mode != 'unchanged' else none -%}
   {%- if plan.mode == 'unchanged' -%}
     {%- do incremental_joins.pin_versions(run) -%}
     {%- call statement('main') -%}select 'no new change events' as outcome{%- endcall -%}
@@ -152,6 +152,7 @@
   {%- set upserts = output_sql ~ (applied if full_reason is none else newest) ~ " where __ij_kind = 'upsert'" -%}
   {%- do incremental_joins.assert_contract(upserts) -%}
   {%- do incremental_joins.pin_versions(run) -%}
+  {%- if columns is not none -%}{%- set columns = incremental_joins.add_output_columns(upserts, keys + events['values'], columns) -%}{%- endif -%}
   {%- if full_reason is none -%}
     {%- set written = incremental_joins.merge_changes(this, upserts,
           'select t.* from ' ~ this ~ ' as t left semi join (select * from ' ~ applied ~ " where __ij_kind = 'delete') as d on " ~ incremental_joins.keys_match(keys, 't', 'd') ~ in_range,

@@ -26,6 +26,7 @@
       'arrival_order': incremental_joins.config_value('arrival_order'),
       'payload': incremental_joins.config_value('payload'),
       'value_columns': incremental_joins._as_list(incremental_joins.config_value('value_columns')),
+      'append_new_columns': incremental_joins.config_value('on_schema_change') == 'append_new_columns',
       'tombstone_retention': retention.sql,
   }) }}
 {% endmacro %}

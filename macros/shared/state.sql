@@ -381,15 +381,21 @@
 {#- on_schema_change='append_new_columns': the columns of `rows_sql` (named `columns`) that the
     output lacks (`existing`, its column names) are added to it, typed as `rows_sql` types them:
     one ALTER TABLE, after the run pinned its versions and before it writes (a retried run finds
-    them added). Nothing when there are none. -#}
+    them added); nothing when there are none. Returns the columns the run writes, as the output
+    names them: `existing` without the columns the rows no longer have, then the added ones. -#}
 {% macro add_output_columns(rows_sql, columns, existing) %}
-  {%- set have = existing | map('lower') | list -%}
-  {%- if columns | map('lower') | reject('in', have) | list | length == 0 -%}{{ return(none) }}{%- endif -%}
-  {%- set added = [] -%}
-  {%- for name, type in incremental_joins.query_schema(rows_sql) if name | lower not in have -%}{%- do added.append(adapter.quote(name) ~ ' ' ~ type) -%}{%- endfor -%}
-  {% call statement('add_output_columns') -%}
-    alter table {{ this }} add columns ({{ added | join(', ') }})
-  {%- endcall %}
+  {%- set have, wanted = existing | map('lower') | list, columns | map('lower') | list -%}
+  {%- set written, added = [], [] -%}
+  {%- for c in existing if c | lower in wanted -%}{%- do written.append(c) -%}{%- endfor -%}
+  {%- if wanted | reject('in', have) | list -%}
+    {%- for name, type in incremental_joins.query_schema(rows_sql) if name | lower not in have -%}
+      {%- do added.append(adapter.quote(name) ~ ' ' ~ type) -%}{%- do written.append(name) -%}
+    {%- endfor -%}
+    {% call statement('add_output_columns') -%}
+      alter table {{ this }} add columns ({{ added | join(', ') }})
+    {%- endcall %}
+  {%- endif -%}
+  {{ return(written) }}
 {% endmacro %}
 
 {#- A dbt model contract (`contract: {enforced: true}`, columns in the model's YAML), checked
