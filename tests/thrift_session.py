@@ -22,6 +22,10 @@ class ThriftFrame:
         rows = self.collect()
         return rows[0] if rows else None
 
+    @property
+    def columns(self) -> list[str]:
+        return [r[0] for r in self._session.execute(f"describe query {self._query}")]
+
 
 class _Catalog:
     def __init__(self, session: "ThriftSession") -> None:
