@@ -90,9 +90,10 @@
 
 {#- Whether the Change Data Feed reads across commit `commit` (a `describe history` row): the
     commit that created the table, a data change, table maintenance (OPTIMIZE, REORG, VACUUM, a
-    new clustering) — or a commit that changes neither data nor how it is read: a column's comment or nullability (dbt's `persist_docs` on an
-    incremental model comments its columns on every run), a table property that is not Delta's
-    own (a table comment, a team's tag, this package's recorded definition), a CHECK constraint.
+    new clustering) — or a commit that changes neither data nor how it is read: a column's
+    comment or nullability (dbt's `persist_docs` on an incremental model comments its columns on
+    every run), a table property that is not Delta's own (a table comment, a team's tag, this
+    package's recorded definition), a CHECK constraint.
     Columns added (`ADD COLUMNS`) too, for a model that takes them (`append_new_columns`): the
     feed gives the older records null in them. Across any other commit (a `delta.` property can
     turn the feed off or change how files are read; a column moved, dropped or renamed) the run
@@ -124,7 +125,7 @@
   {%- set diff = incremental_joins.column_diff(both[:cut], both[cut + 1:]) -%}
   {%- set only_added = diff.added and not diff.removed and not diff.retyped -%}
   {%- if only_added and append_new_columns -%}{{ return(diff.added) }}{%- endif -%}
-  {%- set changes = incremental_joins.column_changes(both[:cut], both[cut + 1:]) -%}
+  {%- set changes = incremental_joins.column_changes(diff) -%}
   {%- if changes -%}
     {%- set msg -%}
 {{ model.name }}: input {{ name }} changed its columns between version {{ from_version }}, which this model consumed last, and version {{ to_version }} ({{ changes }}): its changes cannot be read across a change of columns. Run `dbt run --full-refresh --select {{ model.name }}` to rebuild the model from the current inputs{{ ", or set on_schema_change='append_new_columns' on the model to take the added columns (records already written keep null in them)" if only_added and append_new_columns is false }}. Nothing was written.
@@ -155,10 +156,9 @@
   {{ return(diff) }}
 {% endmacro %}
 
-{#- column_diff in words ('' when the lists do not differ): 'added c (type); removed d; retyped e
-    (int -> bigint)'. -#}
-{% macro column_changes(before, after) %}
-  {%- set diff = incremental_joins.column_diff(before, after) -%}
+{#- A column_diff in words ('' when nothing differs): 'added c (type); removed d; retyped e (int
+    -> bigint)'. -#}
+{% macro column_changes(diff) %}
   {%- set parts = [] -%}
   {%- set words = {'added': [], 'removed': [], 'retyped': []} -%}
   {%- for c in diff.added -%}{%- do words.added.append(c[0] ~ (' (' ~ c[1] ~ ')' if c[1] else '')) -%}{%- endfor -%}

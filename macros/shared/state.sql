@@ -368,7 +368,7 @@
   {%- set existing = incremental_joins.query_columns('select * from ' ~ this) -%}
   {%- set diff = incremental_joins.column_diff(existing, columns) -%}
   {%- if append_new_columns and not diff.retyped -%}{{ return(existing) }}{%- endif -%}
-  {%- set changes = incremental_joins.column_changes(existing, columns) -%}
+  {%- set changes = incremental_joins.column_changes(diff) -%}
   {%- if changes -%}
     {%- set msg -%}
 {{ model.name }}: the model's columns changed since its output {{ this }} was built ({{ changes }}), and a run writes into the existing output. Run `dbt run --full-refresh --select {{ model.name }}` to rebuild it with the new columns{{ ", or set on_schema_change='append_new_columns' on the model to add the new columns to the output and keep the records it holds (they keep null in the new columns; columns the model no longer selects stay, null in new records)" if append_new_columns is false and not diff.retyped }}. Nothing was written.
