@@ -16,7 +16,7 @@
   {%- set sequences = incremental_joins.state_relation('sequences') -%}
   {%- set run = incremental_joins.begin_run([name], 'error', [sequences],
                                             definition=incremental_joins.model_definition(cfg, ['key', 'sequence', 'operation', 'mapping', 'arrival_order', 'payload', 'value_columns'])) -%}
-  {%- set plan = incremental_joins.stream_plan(name, run, cfg.append_new_columns) -%}
+  {%- set plan = incremental_joins.stream_plan(name, run, cfg.append_new_columns, [cfg.payload, 'before'] if cfg.payload else []) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
   {%- set columns = incremental_joins.assert_output_columns(cfg.key + events['values'], cfg.append_new_columns) if plan.mode != 'unchanged' else none -%}
   {%- if plan.mode == 'unchanged' -%}

@@ -44,8 +44,10 @@
     versions (from_version, to_version]; from_version -1 reads from the table's creation.
     `append_new_columns`: whether the model takes columns added to the input (its
     `on_schema_change`; none for an operator that cannot) — then `added` lists them as [name,
-    type] pairs, and the feed is read across the commits that added them. -#}
-{% macro change_plan(name, from_version, to_version, rows=none, append_new_columns=none) %}
+    type] pairs, and the feed is read across the commits that added them. `widens`: struct
+    columns that may gain fields too (changelog_table's payload), from the feed only (a diff of
+    two versions cannot compare such rows). -#}
+{% macro change_plan(name, from_version, to_version, rows=none, append_new_columns=none, widens=[]) %}
   {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': '', 'added': []}) }}{%- endif -%}
   {%- if to_version < from_version -%}
     {%- set msg -%}
@@ -79,13 +81,16 @@
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
-  {%- set added = incremental_joins.assert_input_columns(name, from_version, to_version, append_new_columns) if from_version >= 0 else [] -%}
+  {%- set taken = incremental_joins.assert_input_columns(name, from_version, to_version, append_new_columns, widens) if from_version >= 0 else {'added': [], 'widened': []} -%}
+  {%- if taken.widened and not state.cdf -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ': fields were added inside ' ~ taken.widened | map('first') | join(', ') ~ ' of input ' ~ name ~ ', which is read by comparing versions ' ~ from_version ~ ' and ' ~ to_version ~ ' (' ~ state.reason ~ '): rows of two struct types do not compare. Turn its Change Data Feed on before such a change, or run `dbt run --full-refresh --select ' ~ model.name ~ '`. Nothing was written.') }}
+  {%- endif -%}
   {%- if from_version >= 0 and not state.cdf -%}
     {{ log(model.name ~ ': input ' ~ name ~ ' read by comparing versions ' ~ from_version ~ ' and ' ~ to_version ~ ' (two reads of the whole table), not from its Change Data Feed: ' ~ state.reason ~ '. '
            ~ ('Turn the feed on: alter table ' ~ name ~ " set tblproperties ('delta.enableChangeDataFeed' = 'true')." if state.reason == 'change data feed off'
               else 'The feed is read only across data changes and commits that change no data; a re-created table (a dbt `table` model) is always read this way.'), info=true) }}
   {%- endif -%}
-  {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason, 'added': added}) }}
+  {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason, 'added': taken.added}) }}
 {% endmacro %}
 
 {#- Whether the Change Data Feed reads across commit `commit` (a `describe history` row): the
@@ -116,15 +121,17 @@
     the version this run reads must be the same, or its changes cannot be read (two versions'
     rows do not compare; a state table holds the old columns). One statement, planned and never
     run: both versions side by side, split at a marker column. With `append_new_columns` (see
-    change_plan) columns added and nothing else changed are taken: returns them ([name, type]
-    pairs; [] when nothing changed). -#}
-{% macro assert_input_columns(name, from_version, to_version, append_new_columns=none) %}
+    change_plan) columns added, and fields added to the struct columns named in `widens`, are
+    taken when nothing else changed. Returns the column_diff (empty when nothing changed). -#}
+{% macro assert_input_columns(name, from_version, to_version, append_new_columns=none, widens=[]) %}
   {%- set both = incremental_joins.query_schema('select a.*, 1 as __ij_to, b.* from (select * from ' ~ name ~ ' version as of ' ~ from_version
                                                 ~ ') as a cross join (select * from ' ~ name ~ ' version as of ' ~ to_version ~ ') as b') -%}
   {%- set cut = (both | map('first') | list).index('__ij_to') -%}
   {%- set diff = incremental_joins.column_diff(both[:cut], both[cut + 1:]) -%}
-  {%- set only_added = diff.added and not diff.removed and not diff.retyped -%}
-  {%- if only_added and append_new_columns -%}{{ return(diff.added) }}{%- endif -%}
+  {%- set widenable = widens | map('lower') | list -%}
+  {%- set only_added = (diff.added or diff.widened) and not diff.removed and not diff.retyped
+                       and diff.widened | map('first') | map('lower') | reject('in', widenable) | list | length == 0 -%}
+  {%- if only_added and append_new_columns -%}{{ return(diff) }}{%- endif -%}
   {%- set changes = incremental_joins.column_changes(diff) -%}
   {%- if changes -%}
     {%- set msg -%}
@@ -132,11 +139,12 @@
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
-  {{ return([]) }}
+  {{ return(diff) }}
 {% endmacro %}
 
 {#- How two column lists differ: {'added': [[name, type]], 'removed': [[name, type]], 'retyped':
-    [[name, old type, new type]]}. Each column is a name or a [name, type] pair (`query_schema`);
+    [[name, old type, new type]], 'widened': the same, for a struct that gained fields after its
+    last one (as Delta's ADD COLUMNS of a nested field does)}. Each column is a name or a [name, type] pair (`query_schema`);
     names compare case-insensitively, as Spark's do, and types only when both lists have them. -#}
 {% macro column_diff(before, after) %}
   {%- set old, new = {}, {} -%}
@@ -146,10 +154,11 @@
       {%- do side.update({pair[0] | lower: pair}) -%}
     {%- endfor -%}
   {%- endfor -%}
-  {%- set diff = {'added': [], 'removed': [], 'retyped': []} -%}
+  {%- set diff = {'added': [], 'removed': [], 'retyped': [], 'widened': []} -%}
   {%- for key, c in new.items() -%}
     {%- if key not in old -%}{%- do diff.added.append(c) -%}
-    {%- elif c[1] and old[key][1] and c[1] != old[key][1] -%}{%- do diff.retyped.append([c[0], old[key][1], c[1]]) -%}
+    {%- elif c[1] and old[key][1] and c[1] != old[key][1] -%}
+      {%- do (diff.widened if old[key][1].startswith('struct<') and c[1].startswith(old[key][1][:-1] ~ ',') else diff.retyped).append([c[0], old[key][1], c[1]]) -%}
     {%- endif -%}
   {%- endfor -%}
   {%- for key, c in old.items() if key not in new -%}{%- do diff.removed.append(c) -%}{%- endfor -%}
@@ -160,11 +169,13 @@
     -> bigint)'. -#}
 {% macro column_changes(diff) %}
   {%- set parts = [] -%}
-  {%- set words = {'added': [], 'removed': [], 'retyped': []} -%}
+  {%- set words = {'added': [], 'removed': [], 'retyped': [], 'widened': []} -%}
   {%- for c in diff.added -%}{%- do words.added.append(c[0] ~ (' (' ~ c[1] ~ ')' if c[1] else '')) -%}{%- endfor -%}
   {%- for c in diff.removed -%}{%- do words.removed.append(c[0]) -%}{%- endfor -%}
-  {%- for c in diff.retyped -%}{%- do words.retyped.append(c[0] ~ ' (' ~ c[1] ~ ' -> ' ~ c[2] ~ ')') -%}{%- endfor -%}
-  {%- for word in ['added', 'removed', 'retyped'] if words[word] -%}
+  {%- for word in ['retyped', 'widened'] -%}
+    {%- for c in diff[word] -%}{%- do words[word].append(c[0] ~ ' (' ~ c[1] ~ ' -> ' ~ c[2] ~ ')') -%}{%- endfor -%}
+  {%- endfor -%}
+  {%- for word in ['added', 'removed', 'retyped', 'widened'] if words[word] -%}
     {%- do parts.append(word ~ ' ' ~ words[word] | join(', ')) -%}
   {%- endfor -%}
   {{ return(parts | join('; ')) }}

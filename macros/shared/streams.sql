@@ -9,8 +9,9 @@
     covers the range (each record then has its own commit version); otherwise the difference of
     two versions, or the whole snapshot, whose records all count as arriving at `to_version`.
     Reads the input's history once, from the consumed version on (begin_run's read, if it made
-    one). `append_new_columns`: see change_plan; `added` lists the columns added to the input. -#}
-{% macro stream_plan(name, run, append_new_columns=none) %}
+    one). `append_new_columns`, `widens`: see change_plan; `added` lists the columns added to the
+    input. -#}
+{% macro stream_plan(name, run, append_new_columns=none, widens=[]) %}
   {%- set from_version = none if run.full_reason else run.consumed[name] -%}
   {%- set to_version = run.versions[name] -%}
   {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none, 'to_timestamp': 'current_timestamp()', 'added': []}) }}{%- endif -%}
@@ -22,7 +23,7 @@
   {%- if start == -1 and rows[-1]['version'] != 0 -%}
     {{ return({'mode': 'snapshot', 'from': none, 'to': to_version, 'to_timestamp': to_timestamp, 'added': []}) }}
   {%- endif -%}
-  {%- set plan = incremental_joins.change_plan(name, start, to_version, rows, append_new_columns) -%}
+  {%- set plan = incremental_joins.change_plan(name, start, to_version, rows, append_new_columns, widens) -%}
   {%- set mode = 'snapshot' if start == -1 and plan.mode == 'diff' else plan.mode -%}
   {{ return({'mode': mode, 'from': start, 'to': to_version, 'to_timestamp': to_timestamp, 'added': plan.added}) }}
 {% endmacro %}
