@@ -11,7 +11,7 @@ import pytest
 
 import reference
 from changelog_harness import MODELS, ChangelogProject
-from fk_join_harness import CRASH_STEPS, error_of, failing_at, files_hidden, merge_metrics, sql_literal
+from fk_join_harness import CRASH_STEPS, error_of, failing_at, files_hidden, merge_metrics, sources_yml, sql_literal
 
 
 @pytest.fixture
@@ -388,23 +388,30 @@ def test_on_schema_change_append_new_columns_takes_a_field_added_to_the_debezium
     nested field, as a sink with schema evolution writes it) widens the payload: with
     on_schema_change='append_new_columns' the output gains the field as a column, read from the
     change feed (keys without a newer event keep null, as a full refresh gives); without it the run
-    fails, naming the widened struct, and writes nothing."""
+    fails, naming the widened struct, and writes nothing; so does an input without a change feed."""
     model = ("{{ config(materialized='changelog_table', key='id', sequence='lsn', payload='after', arrival_order='kafka_offset', "
              "on_schema_change='append_new_columns') }}\nselect *, source.lsn as lsn from {{ incremental_joins.stream(source('t', 'cdc_dbz')) }}\n")
     strict = model.replace(", on_schema_change='append_new_columns'", "")
-    cl = ChangelogProject.create(scratch_project, spark, models={"customers_dbz": model, "customers_strict": strict})
+    nofeed = model.replace("'cdc_dbz'", "'cdc_dbz_nofeed'")
+    cl = ChangelogProject.create(scratch_project, spark, models={"customers_dbz": model, "customers_strict": strict, "customers_nofeed": nofeed})
+    (cl.project.path / "models" / "sources.yml").write_text(sources_yml("cdc", "cdc_dbz", "cdc_dbz_nofeed"))
     cl.append(("1", "ann", "c", 1, 0), ("2", "bob", "c", 2, 1), ("3", "cy", "c", 3, 2))
+    spark.sql(f"create table {cl.schema}.cdc_dbz_nofeed using delta tblproperties ('delta.enableChangeDataFeed' = 'false') as select * from {cl.schema}.cdc_dbz")
     cl.run()
-    spark.sql(f"alter table {cl.schema}.cdc_dbz add columns (after.email string, before.email string)")
+    for table in ("cdc_dbz", "cdc_dbz_nofeed"):
+        spark.sql(f"alter table {cl.schema}.{table} add columns (after.email string, before.email string)")
 
     def row(id_: str, name: str, email: str | None) -> str:
         return f"named_struct('id', '{id_}', 'name', '{name}', 'email', {sql_literal(email)})"
 
-    spark.sql(f"insert into {cl.schema}.cdc_dbz values "
-              f"(null, {row('1', 'ann', 'ann@x')}, 'u', named_struct('lsn', cast(4 as bigint)), 3), "
-              f"({row('2', 'bob', None)}, null, 'd', named_struct('lsn', cast(5 as bigint)), 4)")
+    for table in ("cdc_dbz", "cdc_dbz_nofeed"):
+        spark.sql(f"insert into {cl.schema}.{table} values "
+                  f"(null, {row('1', 'ann', 'ann@x')}, 'u', named_struct('lsn', cast(4 as bigint)), 3), "
+                  f"({row('2', 'bob', None)}, null, 'd', named_struct('lsn', cast(5 as bigint)), 4)")
     strict_version = cl.version("customers_strict")
     message = error_of(cl.run(check=False))
+    # Without a change feed the two versions' rows would be compared: not across two struct types.
+    assert "customers_nofeed: fields were added inside before, after of input" in message and "rows of two struct types do not compare" in message, message
     widened = "(struct<id:string,name:string> -> struct<id:string,name:string,email:string>)"
     assert "customers_strict: input" in message and f"(widened before {widened}, after {widened})" in message, message
     assert "or set on_schema_change='append_new_columns' on the model" in message, message
