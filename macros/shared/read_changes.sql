@@ -40,7 +40,8 @@
   {{ return('select * from ' ~ name ~ (' version as of ' ~ version if version is not none else '')) }}
 {% endmacro %}
 
-{#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf, 'added': columns added} for
+{#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf, 'added': columns added,
+    'columns': the columns at to_version, when compared with from_version's} for
     versions (from_version, to_version]; from_version -1 reads from the table's creation.
     `append_new_columns`: whether the model takes columns added to the input (its
     `on_schema_change`; none for an operator that cannot) — then `added` lists them as [name,
@@ -48,7 +49,7 @@
     columns that may gain fields too (changelog_table's payload), from the feed only (a diff of
     two versions cannot compare such rows). -#}
 {% macro change_plan(name, from_version, to_version, rows=none, append_new_columns=none, widens=[]) %}
-  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': '', 'added': []}) }}{%- endif -%}
+  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': '', 'added': [], 'columns': none}) }}{%- endif -%}
   {%- if to_version < from_version -%}
     {%- set msg -%}
 {{ model.name }}: input {{ name }} is at Delta version {{ to_version }}, older than version {{ from_version }} which this model consumed last: the table was dropped and created again, so its changes cannot be read. Run `dbt run --full-refresh --select {{ model.name }}`.
@@ -81,7 +82,7 @@
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
-  {%- set taken = incremental_joins.assert_input_columns(name, from_version, to_version, append_new_columns, widens) if from_version >= 0 else {'added': [], 'widened': []} -%}
+  {%- set taken = incremental_joins.assert_input_columns(name, from_version, to_version, append_new_columns, widens) if from_version >= 0 else {'added': [], 'widened': [], 'columns': none} -%}
   {%- if taken.widened and not state.cdf -%}
     {{ exceptions.raise_compiler_error(model.name ~ ': fields were added inside ' ~ taken.widened | map('first') | join(', ') ~ ' of input ' ~ name ~ ', which is read by comparing versions ' ~ from_version ~ ' and ' ~ to_version ~ ' (' ~ state.reason ~ '): rows of two struct types do not compare. Turn its Change Data Feed on before such a change, or run `dbt run --full-refresh --select ' ~ model.name ~ '`. Nothing was written.') }}
   {%- endif -%}
@@ -90,7 +91,7 @@
            ~ ('Turn the feed on: alter table ' ~ name ~ " set tblproperties ('delta.enableChangeDataFeed' = 'true')." if state.reason == 'change data feed off'
               else 'The feed is read only across data changes and commits that change no data; a re-created table (a dbt `table` model) is always read this way.'), info=true) }}
   {%- endif -%}
-  {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason, 'added': taken.added}) }}
+  {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason, 'added': taken.added, 'columns': taken.columns}) }}
 {% endmacro %}
 
 {#- Whether the Change Data Feed reads across commit `commit` (a `describe history` row): the
@@ -122,12 +123,14 @@
     rows do not compare; a state table holds the old columns). One statement, planned and never
     run: both versions side by side, split at a marker column. With `append_new_columns` (see
     change_plan) columns added, and fields added to the struct columns named in `widens`, are
-    taken when nothing else changed. Returns the column_diff (empty when nothing changed). -#}
+    taken when nothing else changed. Returns the column_diff (empty when nothing changed), with
+    `columns`: the newer version's [name, type] pairs. -#}
 {% macro assert_input_columns(name, from_version, to_version, append_new_columns=none, widens=[]) %}
   {%- set both = incremental_joins.query_schema('select a.*, 1 as __ij_to, b.* from (select * from ' ~ name ~ ' version as of ' ~ from_version
                                                 ~ ') as a cross join (select * from ' ~ name ~ ' version as of ' ~ to_version ~ ') as b') -%}
   {%- set cut = (both | map('first') | list).index('__ij_to') -%}
   {%- set diff = incremental_joins.column_diff(both[:cut], both[cut + 1:]) -%}
+  {%- do diff.update({'columns': both[cut + 1:]}) -%}
   {%- set widenable = widens | map('lower') | list -%}
   {%- set only_added = (diff.added or diff.widened) and not diff.removed and not diff.retyped
                        and diff.widened | map('first') | map('lower') | reject('in', widenable) | list | length == 0 -%}

@@ -10,22 +10,22 @@
     two versions, or the whole snapshot, whose records all count as arriving at `to_version`.
     Reads the input's history once, from the consumed version on (begin_run's read, if it made
     one). `append_new_columns`, `widens`: see change_plan; `added` lists the columns added to the
-    input. -#}
+    input since the consumed version and `columns` its columns now (when read by versions). -#}
 {% macro stream_plan(name, run, append_new_columns=none, widens=[]) %}
   {%- set from_version = none if run.full_reason else run.consumed[name] -%}
   {%- set to_version = run.versions[name] -%}
-  {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none, 'to_timestamp': 'current_timestamp()', 'added': []}) }}{%- endif -%}
-  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'from': from_version, 'to': to_version, 'to_timestamp': 'cast(null as timestamp)', 'added': []}) }}{%- endif -%}
+  {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none, 'to_timestamp': 'current_timestamp()'}) }}{%- endif -%}
+  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'from': from_version, 'to': to_version, 'to_timestamp': 'cast(null as timestamp)'}) }}{%- endif -%}
   {%- set rows = run.commits.get(name) or incremental_joins.history(name, from_version, to_version) -%}
   {%- set at = rows | selectattr('version', 'equalto', to_version) | first -%}
   {%- set to_timestamp = "timestamp'" ~ at['timestamp'].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'" -%}
   {%- set start = from_version if from_version is not none else -1 -%}
   {%- if start == -1 and rows[-1]['version'] != 0 -%}
-    {{ return({'mode': 'snapshot', 'from': none, 'to': to_version, 'to_timestamp': to_timestamp, 'added': []}) }}
+    {{ return({'mode': 'snapshot', 'from': none, 'to': to_version, 'to_timestamp': to_timestamp}) }}
   {%- endif -%}
   {%- set plan = incremental_joins.change_plan(name, start, to_version, rows, append_new_columns, widens) -%}
   {%- set mode = 'snapshot' if start == -1 and plan.mode == 'diff' else plan.mode -%}
-  {{ return({'mode': mode, 'from': start, 'to': to_version, 'to_timestamp': to_timestamp, 'added': plan.added}) }}
+  {{ return({'mode': mode, 'from': start, 'to': to_version, 'to_timestamp': to_timestamp, 'added': plan.added, 'columns': plan.columns}) }}
 {% endmacro %}
 
 {#- The records of the plan: the input's columns plus _ij_commit_version and _ij_commit_timestamp. -#}
@@ -42,7 +42,7 @@
       {%- set added = {} -%}
       {%- for c in plan.added -%}{%- do added.update({c[0] | lower: 'cast(null as ' ~ c[1] ~ ') as ' ~ adapter.quote(c[0])}) -%}{%- endfor -%}
       {%- set exprs = [] -%}
-      {%- for c in incremental_joins.query_columns(incremental_joins.pinned(name, plan.to)) -%}{%- do exprs.append(added.get(c | lower, adapter.quote(c))) -%}{%- endfor -%}
+      {%- for c in plan.columns -%}{%- do exprs.append(added.get(c[0] | lower, adapter.quote(c[0]))) -%}{%- endfor -%}
       {%- set older = exprs | join(', ') -%}
     {%- endif -%}
     {{ return('select *, ' ~ arrival ~ ' from (select * from ' ~ name ~ ' version as of ' ~ plan.to ~ ' except all select ' ~ older ~ ' from ' ~ name ~ ' version as of ' ~ plan.from ~ ') as new_records') }}
