@@ -503,3 +503,81 @@ def test_an_edited_model_is_recomputed_whole_once_and_written_change_minimally(f
                                     "k4": ("d", None, "x3")}
     # The equals_full_recompute test compares with the new definition's recompute.
     assert "coalesce(fk, 'r1')" in tblproperties(fk.spark, f"{fk.schema}.fk_left")["incremental_joins.recompute_sql"]
+
+
+def test_on_schema_change_append_new_columns_takes_columns_added_to_either_input(scratch_project, spark):
+    """on_schema_change='append_new_columns': a column added to the left input (ALTER TABLE ADD
+    COLUMNS, read from the change feed) or to the right one (re-created by a dbt `table` model
+    with one more column, read by comparing two versions) no longer stops the model. A body that
+    selects it (`l.* except (k, __ij_fk1)`) gets it as a new output column: rows written before the change
+    keep null, as the input's own older rows hold null, and every row the change reaches carries
+    it — what a full refresh gives. A body that does not select it just runs on, incrementally.
+    An edited body's new column is added too (the edit recomputes the output once)."""
+    config = ("{{ config(materialized='foreign_key_join', left_key='k', right_key='rk', foreign_key='fk', "
+              "join_type='left', full_recompute_above=10, on_schema_change='append_new_columns') }}\n")
+    wide = config + ("select {{ incremental_joins.output_key() }}, l.* except (k, __ij_fk1), r.* except (rk)\n"
+                     "from {{ incremental_joins.join(source('t', 'lhs'), source('t', 'rhs')) }}\n")
+    narrow = config + ("select {{ incremental_joins.output_key() }}, l.v, r.rv\n"
+                       "from {{ incremental_joins.join(source('t', 'lhs'), source('t', 'rhs')) }}\n")
+    fk = FkJoinProject.create(scratch_project, spark, models=())
+    models = fk.project.path / "models"
+    (models / "wide.sql").write_text(wide)
+    (models / "narrow.sql").write_text(narrow)
+    (models / "tests.yml").write_text("version: 2\nmodels:\n" + "".join(
+        f"  - name: {m}\n    data_tests: [incremental_joins.equals_full_recompute]\n" for m in ("wide", "narrow")))
+    schema = fk.schema
+
+    def rows(model: str) -> dict:
+        return {r.k: {c: v for c, v in r.asDict().items() if c != "k"} for r in spark.table(f"{schema}.{model}").collect()}
+
+    fk.put_left(("k1", "a", "r1"), ("k2", "b", "r2"), ("k3", "c", None))
+    fk.put_right(("r1", "x"), ("r2", "y"))
+    fk.run()
+
+    # The left input gains `channel`: k1 is updated with one, k4 arrives with one.
+    spark.sql(f"alter table {schema}.lhs add columns (channel string)")
+    spark.sql(f"merge into {schema}.lhs as t using (select * from values ('k1', 'a2', 'r1', 'app'), ('k4', 'd', 'r2', 'web') "
+              "as s(k, v, fk, channel)) as s on t.k = s.k when matched then update set * when not matched then insert *")
+    fk.run()
+    assert rows("wide") == {"k1": {"v": "a2", "fk": "r1", "rv": "x", "channel": "app"},
+                            "k2": {"v": "b", "fk": "r2", "rv": "y", "channel": None},
+                            "k3": {"v": "c", "fk": None, "rv": None, "channel": None},
+                            "k4": {"v": "d", "fk": "r2", "rv": "y", "channel": "web"}}
+    assert rows("narrow") == {"k1": {"v": "a2", "rv": "x"}, "k2": {"v": "b", "rv": "y"}, "k3": {"v": "c", "rv": None},
+                              "k4": {"v": "d", "rv": "y"}}
+    for model in ("wide", "narrow"):
+        log = fk.last_run_log(model)
+        assert (log["mode"], log["affected_keys"]) == ("incremental", 2), (model, log)
+    assert fk.output_changes("wide") == {("update_postimage", "k1"), ("insert", "k4")}
+
+    # The right input re-created with one more column, `tier`, and r2's value changed: every
+    # right row differs from its older version (null tier), so every referencing row is recomputed.
+    spark.sql(f"create or replace table {schema}.rhs using delta as select * from values ('r1', 'x', 'gold'), ('r2', 'y2', 'silver') as t(rk, rv, tier)")
+    fk.run()
+    expected = {"k1": {"v": "a2", "fk": "r1", "rv": "x", "channel": "app", "tier": "gold"},
+                "k2": {"v": "b", "fk": "r2", "rv": "y2", "channel": None, "tier": "silver"},
+                "k3": {"v": "c", "fk": None, "rv": None, "channel": None, "tier": None},
+                "k4": {"v": "d", "fk": "r2", "rv": "y2", "channel": "web", "tier": "silver"}}
+    assert rows("wide") == expected
+    assert rows("narrow") == {"k1": {"v": "a2", "rv": "x"}, "k2": {"v": "b", "rv": "y2"}, "k3": {"v": "c", "rv": None},
+                              "k4": {"v": "d", "rv": "y2"}}
+    for model, changed in (("wide", {"k1", "k2", "k4"}), ("narrow", {"k2", "k4"})):
+        log = fk.last_run_log(model)
+        assert (log["mode"], log["fan_out"]) == ("incremental", 3), (model, log)
+        assert fk.output_changes(model) == {("update_postimage", k) for k in changed}, model
+    # The package's test compares by column name: wide's output holds rv before channel and tier
+    # (added last), its recompute after channel.
+    result = fk.project.invoke("test", "--select", "test_name:equals_full_recompute", check=False)
+    statuses = {r.node.name.split("_equals_full_recompute_")[-1]: str(r.status) for r in result.result.results if "equals_full_recompute" in r.node.name}
+    assert result.success and statuses == {"wide_": "pass", "narrow_": "pass"}, statuses
+    fk.run("--full-refresh", "--select", "wide")
+    assert rows("wide") == expected
+
+    # An edited body selects a column of its own: added and filled by the recompute of the edit.
+    (models / "narrow.sql").write_text(narrow.replace("r.rv", "r.rv, upper(r.tier) as tier_code"))
+    spark.sql(f"update {schema}.lhs set v = 'c2', fk = 'r1' where k = 'k3'")
+    fk.run()
+    log = fk.last_run_log("narrow")
+    assert log["mode"] == "fallback" and "definition" in log["fallback_reason"], log
+    assert rows("narrow") == {"k1": {"v": "a2", "rv": "x", "tier_code": "GOLD"}, "k2": {"v": "b", "rv": "y2", "tier_code": "SILVER"},
+                              "k3": {"v": "c2", "rv": "x", "tier_code": "GOLD"}, "k4": {"v": "d", "rv": "y2", "tier_code": "SILVER"}}

@@ -217,6 +217,7 @@ def test_model_columns_changed_says_to_full_refresh(project_with, spark):
     message = error_of(fk.run(check=False))
     assert "joined: the model's columns changed since its output" in message
     assert "(added fk, right_value; removed rv)" in message
+    assert "or set on_schema_change='append_new_columns' on the model" in message
     assert "dbt run --full-refresh --select joined" in message and "Nothing was written." in message
     assert fk.output_version("joined") == version
     fk.run("--full-refresh")
@@ -236,6 +237,7 @@ def test_input_columns_changed_say_to_full_refresh(project_with, spark):
     assert "joined: input" in message
     assert "lhs changed its columns between version 1, which this model consumed last, and version 3 (added w (string))" in message
     assert "dbt run --full-refresh --select joined" in message and "Nothing was written." in message
+    assert "or set on_schema_change='append_new_columns' on the model" in message
     assert fk.output_version("joined") == version
     fk.run("--full-refresh")
     assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x", "k2": "x"}
@@ -243,6 +245,7 @@ def test_input_columns_changed_say_to_full_refresh(project_with, spark):
     spark.sql(f"create or replace table {fk.schema}.rhs using delta as select 1 as rk, 'z' as rv, 7 as rn")
     message = error_of(fk.run(check=False))
     assert "rhs changed its columns between version 1, which this model consumed last, and version 2 (added rn (int); retyped rk (string -> int))" in message
+    assert "append_new_columns" not in message   # a retyped column is not taken by it
     assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x", "k2": "x"}
 
 

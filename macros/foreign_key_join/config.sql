@@ -23,5 +23,6 @@
       'join_type': join_type, 'output_key': output_key, 'key_columns': key_columns,
       'full_recompute_above': threshold, 'broadcast_changes_below': broadcast_below,
       'on_missing_history': incremental_joins.require_choice('on_missing_history', ['error', 'recompute'], 'error'),
+      'append_new_columns': incremental_joins.config_value('on_schema_change') == 'append_new_columns',
   }) }}
 {% endmacro %}

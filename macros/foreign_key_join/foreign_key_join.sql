@@ -17,7 +17,7 @@
 
   {%- set plans = {} -%}
   {%- for name in versions if full_reason is none -%}
-    {%- do plans.update({name: incremental_joins.change_plan(name, consumed[name], versions[name], run.commits.get(name))}) -%}
+    {%- do plans.update({name: incremental_joins.change_plan(name, consumed[name], versions[name], run.commits.get(name), cfg.append_new_columns)}) -%}
   {%- endfor -%}
   {%- set plan = incremental_joins.fk_join_plan(cfg, inputs, consumed, versions, plans, full_reason) -%}
   {%- set new_rows = none -%}

@@ -254,7 +254,7 @@
   {%- set index = incremental_joins.state_relation('index') -%}
   {%- if plan.mode != 'unchanged' -%}
     {%- set body_columns = incremental_joins.check_output_columns(cfg, new_rows) -%}
-    {%- set columns = incremental_joins.assert_output_columns(body_columns) or body_columns -%}
+    {%- set existing = incremental_joins.assert_output_columns(body_columns, cfg.append_new_columns) -%}
     {#- An incremental run's recomputed rows are staged (lazily) before it pins: a contract's
         checks read them there, and the MERGE reads them again. -#}
     {%- set staged = incremental_joins.stage('new_rows', new_rows) if plan.mode == 'incremental' else none -%}
@@ -265,6 +265,7 @@
     {%- call statement('main') -%}select 'no input changed' as outcome{%- endcall -%}
     {{ return({'mode': 'incremental', 'rows_read': 0, 'affected_keys': 0}) }}
   {%- endif -%}
+  {%- set columns = body_columns if existing is none else incremental_joins.add_output_columns(new_rows, body_columns, existing) -%}
 
   {%- if plan.mode != 'incremental' -%}
     {#- Everything: the output re-created (or merged, for the automatic fallback), the index rebuilt. -#}

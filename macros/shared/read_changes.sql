@@ -229,9 +229,21 @@
   {%- if plan.mode == 'cdf' -%}
     {{ return("select *, _commit_version as __ij_commit, _change_type in ('insert', 'update_postimage') as __ij_present from " ~ incremental_joins.table_changes_sql(name, from_version, to_version)) }}
   {%- endif -%}
-  {%- set now, before = incremental_joins.pinned(name, to_version), incremental_joins.pinned(name, from_version) -%}
+  {%- set now, before = incremental_joins.pinned(name, to_version), incremental_joins.older_version(name, from_version, plan) -%}
   {{ return('select *, 0 as __ij_commit, true as __ij_present from (' ~ now ~ ' except ' ~ before ~ ') as n union all '
             ~ 'select *, 0 as __ij_commit, false as __ij_present from (' ~ before ~ ' except ' ~ now ~ ') as o') }}
+{% endmacro %}
+
+{#- A select of `name` as of `version`, the older of the two versions a diff compares (a
+    change_plan's or stream_plan's `plan`): with the columns added since (plan.added) as typed
+    nulls, placed where the newer version has them, so that the two versions' rows compare. -#}
+{% macro older_version(name, version, plan) %}
+  {%- if not plan.get('added') -%}{{ return(incremental_joins.pinned(name, version)) }}{%- endif -%}
+  {%- set added = {} -%}
+  {%- for c in plan.added -%}{%- do added.update({c[0] | lower: 'cast(null as ' ~ c[1] ~ ') as ' ~ adapter.quote(c[0])}) -%}{%- endfor -%}
+  {%- set exprs = [] -%}
+  {%- for c in plan.columns -%}{%- do exprs.append(added.get(c[0] | lower, adapter.quote(c[0]))) -%}{%- endfor -%}
+  {{ return('select ' ~ exprs | join(', ') ~ ' from ' ~ name ~ ' version as of ' ~ version) }}
 {% endmacro %}
 
 {#- The keys of every row that changed in (from_version, to_version], each once. -#}

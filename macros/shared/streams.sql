@@ -35,17 +35,7 @@
   {%- endif -%}
   {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _ij_commit_version, ' ~ plan.to_timestamp ~ ' as _ij_commit_timestamp' -%}
   {%- if plan.mode == 'diff' -%}
-    {#- The older version's rows get null in the columns added since (plan.added), placed where
-        the newer version has them. -#}
-    {%- set older = '*' -%}
-    {%- if plan.get('added') -%}
-      {%- set added = {} -%}
-      {%- for c in plan.added -%}{%- do added.update({c[0] | lower: 'cast(null as ' ~ c[1] ~ ') as ' ~ adapter.quote(c[0])}) -%}{%- endfor -%}
-      {%- set exprs = [] -%}
-      {%- for c in plan.columns -%}{%- do exprs.append(added.get(c[0] | lower, adapter.quote(c[0]))) -%}{%- endfor -%}
-      {%- set older = exprs | join(', ') -%}
-    {%- endif -%}
-    {{ return('select *, ' ~ arrival ~ ' from (select * from ' ~ name ~ ' version as of ' ~ plan.to ~ ' except all select ' ~ older ~ ' from ' ~ name ~ ' version as of ' ~ plan.from ~ ') as new_records') }}
+    {{ return('select *, ' ~ arrival ~ ' from (select * from ' ~ name ~ ' version as of ' ~ plan.to ~ ' except all ' ~ incremental_joins.older_version(name, plan.from, plan) ~ ') as new_records') }}
   {%- elif plan.mode == 'snapshot' -%}
     {{ return('select *, ' ~ arrival ~ ' from (' ~ incremental_joins.pinned(name, plan.to) ~ ') as records') }}
   {%- endif -%}
