@@ -343,3 +343,61 @@ def test_errors(scratch_project, spark):
     result = j.run("--select", "grace_equal", check=False)
     assert not result.success and "1 changed rows with a null table_time ('valid_from')" in error_of(result) and "Nothing was written" in error_of(result)
     assert sorted(j.state("grace_equal", "highwater"), key=str) == highwater
+
+
+def test_on_schema_change_append_new_columns_takes_columns_added_to_the_stream_and_the_table(scratch_project, spark):
+    """on_schema_change='append_new_columns': a column added to the stream (`channel`) and one
+    added to the table (`currency`; ALTER TABLE ADD COLUMNS read from the change feed, and a
+    re-created copy of the table, read by comparing two versions) are added to the output. A
+    record buffered before the stream gained the column keeps null in it, one buffered after
+    carries it through the buffer; a lookup of a version written before the table gained its
+    column gives null. A run stopped after its append and run again, and a full refresh, give
+    the same output."""
+    config = ("{{ config(materialized='stream_table_join', " + CONFIG + ", join_type='left', history_retention='100 seconds', "
+              "grace_period='10 seconds', on_schema_change='append_new_columns') }}\n")
+    body = ("select s.* except (_ij_commit_version, _ij_commit_timestamp), t.* except (product, deleted)\n"
+            "from {{ incremental_joins.as_of_join(source('t', 'orders'), source('t', '%s')) }}\n")
+    j = Join(scratch_project, spark, {"fed": config + body % "prices", "copied": config + body % "prices_copy"})
+    (j.project.path / "models" / "sources.yml").write_text(sources_yml("orders", "prices", "prices_copy"))
+    schema = j.schema
+
+    def copy_prices() -> None:   # what a dbt `table` model over prices does on each run
+        spark.sql(f"create or replace table {schema}.prices_copy using delta as select * from {schema}.prices")
+
+    def rows(model: str) -> dict:
+        return {r.kafka_offset: tuple(r[c] if c in r else "absent" for c in ("qty", "price", "currency", "channel"))
+                for r in spark.table(f"{schema}.{model}").collect()}
+
+    j.table(("p", 0, "p0"))
+    j.stream(("p", 5, "1"), ("p", 30, "1"))   # 0 is released (stream time 30, grace 10), 1 waits
+    copy_prices()
+    j.run()
+    assert rows("fed") == rows("copied") == {0: ("1", "p0", "absent", "absent")}
+
+    spark.sql(f"alter table {schema}.prices add columns (currency string)")
+    spark.sql(f"update {schema}.prices set price = 'p25', valid_from = timestamp_seconds(25), currency = 'EUR' where product = 'p'")
+    spark.sql(f"alter table {schema}.orders add columns (channel string)")
+    spark.sql(f"insert into {schema}.orders (product, ts, qty, kafka_offset, channel) values ('p', 50, '2', 2, 'web')")
+    copy_prices()
+    # 2 releases 1 (30 <= 50 - 10), which sees p as of 30: p25 in EUR; 2 waits with its channel.
+    # The first attempt stops after its append; the second finds the columns added and appends nothing again.
+    with failing_at("after_output_merge"):
+        assert not j.project.invoke("run", "--quiet", check=False).success
+    j.project.invoke("run", "--quiet")
+    expected = {0: ("1", "p0", None, None), 1: ("1", "p25", "EUR", None)}
+    assert rows("fed") == rows("copied") == expected
+    for model in ("fed", "copied"):
+        assert [(r.kafka_offset, r.channel) for r in j.state(model, "buffer")] == [(2, "web")], model
+        assert {(int(r["__ij_ts"].timestamp()), r.currency) for r in j.state(model, "history")} == {(0, None), (25, "EUR")}, model
+
+    spark.sql(f"insert into {schema}.orders (product, ts, qty, kafka_offset, channel) values ('p', 70, '3', 3, 'app'), ('p', 3, '4', 4, 'app')")
+    copy_prices()
+    # 3 releases 2 (50 <= 60) from the buffer, channel kept; 4 is late and sees p as of 3: p0, no currency.
+    j.project.invoke("run", "--quiet")
+    expected.update({2: ("2", "p25", "EUR", "web"), 4: ("4", "p0", None, "app")})
+    assert rows("fed") == rows("copied") == expected
+    for model in ("fed", "copied"):
+        assert spark.sql(f"select mode from {schema}.incremental_joins_run_log where model = '{model}' "
+                         "order by finished_at desc limit 1").first().mode == "incremental", model
+    j.project.invoke("run", "--quiet", "--full-refresh", "--select", "fed")
+    assert rows("fed") == expected

@@ -239,11 +239,9 @@
     nulls, placed where the newer version has them, so that the two versions' rows compare. -#}
 {% macro older_version(name, version, plan) %}
   {%- if not plan.get('added') -%}{{ return(incremental_joins.pinned(name, version)) }}{%- endif -%}
-  {%- set added = {} -%}
-  {%- for c in plan.added -%}{%- do added.update({c[0] | lower: 'cast(null as ' ~ c[1] ~ ') as ' ~ adapter.quote(c[0])}) -%}{%- endfor -%}
-  {%- set exprs = [] -%}
-  {%- for c in plan.columns -%}{%- do exprs.append(added.get(c[0] | lower, adapter.quote(c[0]))) -%}{%- endfor -%}
-  {{ return('select ' ~ exprs | join(', ') ~ ' from ' ~ name ~ ' version as of ' ~ version) }}
+  {%- set added = plan.added | map('first') | map('lower') | list -%}
+  {%- set present = plan.columns | map('first') | map('lower') | reject('in', added) | list -%}
+  {{ return('select ' ~ incremental_joins.padded_columns(plan.columns, present) ~ ' from ' ~ name ~ ' version as of ' ~ version) }}
 {% endmacro %}
 
 {#- The keys of every row that changed in (from_version, to_version], each once. -#}

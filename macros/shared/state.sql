@@ -389,13 +389,41 @@
   {%- for c in existing if c | lower in wanted -%}{%- do written.append(c) -%}{%- endfor -%}
   {%- if wanted | reject('in', have) | list -%}
     {%- for name, type in incremental_joins.query_schema(rows_sql) if name | lower not in have -%}
-      {%- do added.append(adapter.quote(name) ~ ' ' ~ type) -%}{%- do written.append(name) -%}
+      {%- do added.append([name, type]) -%}{%- do written.append(name) -%}
     {%- endfor -%}
-    {% call statement('add_output_columns') -%}
-      alter table {{ this }} add columns ({{ added | join(', ') }})
-    {%- endcall %}
+    {%- do incremental_joins.add_columns(this, added) -%}
   {%- endif -%}
   {{ return(written) }}
+{% endmacro %}
+
+{#- ALTER TABLE `relation` ADD COLUMNS: the [name, type] pairs of `columns` it lacks (`existing`:
+    its column names; none: asked). Nothing when it has them all. -#}
+{% macro add_columns(relation, columns, existing=none) %}
+  {%- set have = (existing if existing is not none else incremental_joins.query_columns('select * from ' ~ relation)) | map('lower') | list -%}
+  {%- set added = [] -%}
+  {%- for name, type in columns if name | lower not in have -%}{%- do added.append(adapter.quote(name) ~ ' ' ~ type) -%}{%- endfor -%}
+  {%- if added -%}
+    {% call statement('add_columns') -%}
+      alter table {{ relation }} add columns ({{ added | join(', ') }})
+    {%- endcall %}
+  {%- endif -%}
+{% endmacro %}
+
+{#- The rows of `sql` with the columns `columns` ([name, type] pairs), by name, in that order: a
+    column `sql` lacks (one added to an input after a state table was written) is a typed null. -#}
+{% macro with_columns(sql, columns) %}
+  {%- set have = incremental_joins.query_columns(sql) | map('lower') | list -%}
+  {{ return('select ' ~ incremental_joins.padded_columns(columns, have) ~ ' from (' ~ sql ~ ') as __ij_padded') }}
+{% endmacro %}
+
+{#- The select list of `columns` ([name, type] pairs): those named in `present` (lowercase names)
+    as they are, the others as typed nulls. -#}
+{% macro padded_columns(columns, present) %}
+  {%- set exprs = [] -%}
+  {%- for name, type in columns -%}
+    {%- do exprs.append(adapter.quote(name) if name | lower in present else 'cast(null as ' ~ type ~ ') as ' ~ adapter.quote(name)) -%}
+  {%- endfor -%}
+  {{ return(exprs | join(', ')) }}
 {% endmacro %}
 
 {#- A dbt model contract (`contract: {enforced: true}`, columns in the model's YAML), checked

@@ -26,5 +26,6 @@
       'grace': grace, 'retention': retention,
       'arrival_order': incremental_joins.config_value('arrival_order'),
       'value_columns': incremental_joins._as_list(incremental_joins.config_value('value_columns')),
+      'append_new_columns': incremental_joins.config_value('on_schema_change') == 'append_new_columns',
   }) }}
 {% endmacro %}

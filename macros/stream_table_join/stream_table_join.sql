@@ -28,7 +28,7 @@
   {%- set full = run.full_reason is not none -%}
   {%- set plans = {} -%}
   {%- for side in ['stream', 'table'] -%}
-    {%- do plans.update({side: incremental_joins.stream_plan(inputs[side], run)}) -%}
+    {%- do plans.update({side: incremental_joins.stream_plan(inputs[side], run, cfg.append_new_columns)}) -%}
   {%- endfor -%}
   {%- set cuts = incremental_joins.stj_cuts(inputs, run.versions, plans, full, st.cuts) -%}
   {%- set pinned = {} -%}
@@ -41,8 +41,21 @@
   {%- endif -%}
   {%- set changes = incremental_joins.stj_table_changes(cfg, inputs.table, plans.table, cuts, clock.tst) -%}
   {%- set records = incremental_joins.stj_stream_records(cfg, inputs.stream, plans.stream, cuts, clock.st) -%}
+  {%- set grown = {} -%}
+  {%- if cfg.append_new_columns and not full -%}
+    {#- State written before a column was added to an input lacks it (or, added since, holds it
+        last): read by name, with null in it; this run's additions go into the state tables too. -#}
+    {%- set history_columns = incremental_joins.query_schema('select * except (__ij_run, __ij_accepted) from ' ~ changes) -%}
+    {%- do pinned.update({'history': incremental_joins.with_columns(pinned.history, history_columns)}) -%}
+    {%- if plans.table.get('added') -%}{%- do grown.update({'history': history_columns}) -%}{%- endif -%}
+    {%- if cfg.grace -%}
+      {%- set buffer_columns = incremental_joins.query_schema('select ' ~ incremental_joins.column_list(records.columns) ~ ' from ' ~ records.relation) -%}
+      {%- do pinned.update({'buffer': incremental_joins.with_columns(pinned.buffer, buffer_columns)}) -%}
+      {%- if plans.stream.get('added') -%}{%- do grown.update({'buffer': buffer_columns}) -%}{%- endif -%}
+    {%- endif -%}
+  {%- endif -%}
   {%- set flow = incremental_joins.stj_flow(cfg, cuts, changes, records, pinned, clock) -%}
-  {%- set stats = incremental_joins.stj_write(cfg, inputs, flow, st, full, run) -%}
+  {%- set stats = incremental_joins.stj_write(cfg, inputs, flow, st, full, run, grown) -%}
   {%- do stats.update({'fallback_reason': run.full_reason ~ (' (' ~ cuts.note ~ ')' if cuts.note else '') if full else none}) -%}
   {%- do incremental_joins.end_run('stream_table_join', started_at, stats, run) -%}
   {{ return({'relations': [this]}) }}
@@ -150,10 +163,11 @@
       {%- set raw = now ~ '(' ~ incremental_joins.pinned(name, plan.to) ~ ') as c' -%}
     {%- else -%}
       {%- set raw -%}
-        {{ now }} (select * from {{ name }} version as of {{ plan.to }} except select * from {{ name }} version as of {{ plan.from }}) as c
+        {%- set older = incremental_joins.older_version(name, plan.from, plan) %}
+        {{ now }} (select * from {{ name }} version as of {{ plan.to }} except {{ older }}) as c
         union all
         select o.*, {{ plan.to_timestamp }}, true, cast({{ plan.to }} as bigint)
-        from {{ name }} version as of {{ plan.from }} as o left anti join {{ name }} version as of {{ plan.to }} as n on {{ incremental_joins.keys_match(cfg.table_key, 'o', 'n') }}
+        from ({{ older }}) as o left anti join {{ name }} version as of {{ plan.to }} as n on {{ incremental_joins.keys_match(cfg.table_key, 'o', 'n') }}
       {%- endset -%}
     {%- endif -%}
   {%- endif -%}
@@ -317,7 +331,7 @@
     already committed skips it), then the state: history MERGEd (new versions in, purged ones
     out), buffer MERGEd (new waiting records in, released ones out), clock replaced, this run's
     cut recorded. -#}
-{% macro stj_write(cfg, inputs, flow, st, full, run) %}
+{% macro stj_write(cfg, inputs, flow, st, full, run, grown={}) %}
   {%- set body = incremental_joins.with_inputs(sql, {'stream': 'select * from ' ~ flow.emitted, 'table': flow.matched}) -%}
   {%- set body = modules.re.sub('/\\*ij:on (\\S+) (\\S+)\\*/.*?/\\*ij:end\\*/', '\\1.__ij_rec = \\2.__ij_rec', body, flags=modules.re.S) -%}
   {%- set output_columns = [] -%}
@@ -332,9 +346,16 @@
          'select 0, 0' if full else 'select (select count(*) from ' ~ st.history ~ '), ' ~ ('(select count(*) from ' ~ st.buffer ~ ')' if cfg.grace else '0')],
         [incremental_joins.rows_check(flow.changes, '__ij_ts is null', 'input ' ~ inputs.table ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.'),
          incremental_joins.rows_check(flow.records, '__ij_ts is null and not __ij_drop', 'the stream input ' ~ inputs.stream ~ " has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream.')]) -%}
-  {%- if not full -%}{%- do incremental_joins.assert_output_columns(output_columns) -%}{%- endif -%}
+  {%- set existing = none if full else incremental_joins.assert_output_columns(output_columns, cfg.append_new_columns) -%}
   {%- do incremental_joins.assert_contract(rows) -%}
   {%- do incremental_joins.pin_versions(run) -%}
+  {%- if existing is not none -%}
+    {#- on_schema_change='append_new_columns': the output, and the state tables that hold an
+        input's columns, gain the columns added (after the pin: a retried run finds them added). -#}
+    {%- set output_columns = incremental_joins.add_output_columns(rows, output_columns, existing) -%}
+    {%- set rows = 'select ' ~ incremental_joins.column_list(output_columns) ~ ' from (' ~ body ~ ') as b' -%}
+    {%- for name, columns in grown.items() -%}{%- do incremental_joins.add_columns(st[name], columns) -%}{%- endfor -%}
+  {%- endif -%}
   {%- set waiting = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_emit_run is null' -%}
   {%- set clock_row = 'select st as stream_time, tst as table_time, ' ~ ('tst - ' ~ cfg.retention.sql if cfg.retention else 'cast(null as timestamp)') ~ ' as horizon from ' ~ flow.rt ~ ' where run = (select max(run) from ' ~ flow.rt ~ ')' -%}
   {#- The history after the run is computed (a pass over the stored history) only when written:
