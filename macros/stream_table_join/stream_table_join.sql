@@ -49,9 +49,8 @@
     {%- do pinned.update({'history': incremental_joins.with_columns(pinned.history, history_columns)}) -%}
     {%- if plans.table.get('added') -%}{%- do grown.update({'history': history_columns}) -%}{%- endif -%}
     {%- if cfg.grace -%}
-      {%- set buffer_columns = incremental_joins.query_schema('select ' ~ incremental_joins.column_list(records.columns) ~ ' from ' ~ records.relation) -%}
-      {%- do pinned.update({'buffer': incremental_joins.with_columns(pinned.buffer, buffer_columns)}) -%}
-      {%- if plans.stream.get('added') -%}{%- do grown.update({'buffer': buffer_columns}) -%}{%- endif -%}
+      {%- do pinned.update({'buffer': incremental_joins.with_columns(pinned.buffer, records.schema)}) -%}
+      {%- if plans.stream.get('added') -%}{%- do grown.update({'buffer': records.schema}) -%}{%- endif -%}
     {%- endif -%}
   {%- endif -%}
   {%- set flow = incremental_joins.stj_flow(cfg, cuts, changes, records, pinned, clock) -%}
@@ -207,7 +206,7 @@
     the kept ones, whether they are late (event time before stream time minus the grace period;
     stream time = the largest event time of the kept records before it). Returns the staged
     relation and the columns of a record as the output and the buffer hold it (the input's, then
-    __ij_ts and __ij_rid). -#}
+    __ij_ts and __ij_rid): their names, and as `schema` [name, type] pairs. -#}
 {% macro stj_stream_records(cfg, name, plan, cuts, st0) %}
   {%- set body = incremental_joins.stream_records_sql(name, plan) -%}
   {%- set schema = incremental_joins.query_schema(body) -%}
@@ -224,8 +223,9 @@
     from ({{ body }}) as r
   {%- endset -%}
   {%- set late = ('coalesce(__ij_ts < greatest(' ~ st0 ~ ', max(case when not __ij_drop then __ij_ts end) over (order by __ij_rid rows between unbounded preceding and 1 preceding)) - ' ~ cfg.grace.sql ~ ', false)') if cfg.grace else 'false' -%}
+  {%- set event_type = schema | selectattr(0, 'equalto', columns[lowered.index(cfg.event_time | lower)]) | map('last') | first -%}
   {{ return({'relation': incremental_joins.stage('records', 'select n.*, not __ij_drop and ' ~ late ~ ' as __ij_late from (' ~ numbered ~ ') as n'),
-             'columns': columns + ['__ij_ts', '__ij_rid']}) }}
+             'columns': columns + ['__ij_ts', '__ij_rid'], 'schema': schema + [['__ij_ts', event_type], ['__ij_rid', 'bigint']]}) }}
 {% endmacro %}
 
 {#- The run as sets: per cut its stream time and table time; which cut emits each kept record (a
