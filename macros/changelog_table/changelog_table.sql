@@ -152,7 +152,7 @@
   {%- set upserts = output_sql ~ (applied if full_reason is none else newest) ~ " where __ij_kind = 'upsert'" -%}
   {%- do incremental_joins.assert_contract(upserts) -%}
   {%- do incremental_joins.pin_versions(run) -%}
-  {%- if columns is not none -%}{%- set columns = incremental_joins.add_output_columns(upserts, keys + events['values'], columns) -%}{%- endif -%}
+  {%- set columns = incremental_joins.add_output_columns(upserts, keys + events['values'], columns) -%}
   {%- if full_reason is none -%}
     {%- set written = incremental_joins.merge_changes(this, upserts,
           'select t.* from ' ~ this ~ ' as t left semi join (select * from ' ~ applied ~ " where __ij_kind = 'delete') as d on " ~ incremental_joins.keys_match(keys, 't', 'd') ~ in_range,

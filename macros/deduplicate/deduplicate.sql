@@ -186,7 +186,7 @@
   {%- set existing = none if full else incremental_joins.assert_output_columns(user_columns, cfg.append_new_columns) -%}
   {%- do incremental_joins.assert_contract(forwarded) -%}
   {%- do incremental_joins.pin_versions(run) -%}
-  {%- if existing is not none -%}{%- do incremental_joins.add_output_columns(forwarded, user_columns, existing) -%}{%- endif -%}
+  {%- do incremental_joins.add_output_columns(forwarded, user_columns, existing) -%}
   {%- set new_times = fromjson(times) -%}
   {%- set expired = incremental_joins.dedup_expired(cfg, 'x', new_times) -%}
   {#- Each dedup key's new state, and whether it expired (then it is not stored). -#}

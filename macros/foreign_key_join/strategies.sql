@@ -265,7 +265,7 @@
     {%- call statement('main') -%}select 'no input changed' as outcome{%- endcall -%}
     {{ return({'mode': 'incremental', 'rows_read': 0, 'affected_keys': 0}) }}
   {%- endif -%}
-  {%- set columns = body_columns if existing is none else incremental_joins.add_output_columns(new_rows, body_columns, existing) -%}
+  {%- set columns = incremental_joins.add_output_columns(new_rows, body_columns, existing) -%}
 
   {%- if plan.mode != 'incremental' -%}
     {#- Everything: the output re-created (or merged, for the automatic fallback), the index rebuilt. -#}

@@ -382,31 +382,33 @@
     output lacks (`existing`, its column names) are added to it, typed as `rows_sql` types them:
     one ALTER TABLE, after the run pinned its versions and before it writes (a retried run finds
     them added); nothing when there are none. Returns the columns the run writes, as the output
-    names them: `existing` without the columns the rows no longer have, then the added ones. -#}
+    names them: `existing` without the columns the rows no longer have, then the added ones —
+    `columns` itself when `existing` is none (the run creates the output). -#}
 {% macro add_output_columns(rows_sql, columns, existing) %}
+  {%- if existing is none -%}{{ return(columns) }}{%- endif -%}
   {%- set have, wanted = existing | map('lower') | list, columns | map('lower') | list -%}
-  {%- set written, added = [], [] -%}
+  {%- set written = [] -%}
   {%- for c in existing if c | lower in wanted -%}{%- do written.append(c) -%}{%- endfor -%}
   {%- if wanted | reject('in', have) | list -%}
-    {%- for name, type in incremental_joins.query_schema(rows_sql) if name | lower not in have -%}
-      {%- do added.append([name, type]) -%}{%- do written.append(name) -%}
-    {%- endfor -%}
-    {%- do incremental_joins.add_columns(this, added) -%}
+    {%- do written.extend(incremental_joins.add_columns(this, incremental_joins.query_schema(rows_sql), existing)) -%}
   {%- endif -%}
   {{ return(written) }}
 {% endmacro %}
 
 {#- ALTER TABLE `relation` ADD COLUMNS: the [name, type] pairs of `columns` it lacks (`existing`:
-    its column names; none: asked). Nothing when it has them all. -#}
+    its column names; none: asked). Nothing when it has them all. Returns the names added. -#}
 {% macro add_columns(relation, columns, existing=none) %}
   {%- set have = (existing if existing is not none else incremental_joins.query_columns('select * from ' ~ relation)) | map('lower') | list -%}
-  {%- set added = [] -%}
-  {%- for name, type in columns if name | lower not in have -%}{%- do added.append(adapter.quote(name) ~ ' ' ~ type) -%}{%- endfor -%}
+  {%- set added, names = [], [] -%}
+  {%- for name, type in columns if name | lower not in have -%}
+    {%- do added.append(adapter.quote(name) ~ ' ' ~ type) -%}{%- do names.append(name) -%}
+  {%- endfor -%}
   {%- if added -%}
     {% call statement('add_columns') -%}
       alter table {{ relation }} add columns ({{ added | join(', ') }})
     {%- endcall %}
   {%- endif -%}
+  {{ return(names) }}
 {% endmacro %}
 
 {#- The rows of `sql` with the columns `columns` ([name, type] pairs), by name, in that order: a

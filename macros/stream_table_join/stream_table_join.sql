@@ -223,9 +223,8 @@
     from ({{ body }}) as r
   {%- endset -%}
   {%- set late = ('coalesce(__ij_ts < greatest(' ~ st0 ~ ', max(case when not __ij_drop then __ij_ts end) over (order by __ij_rid rows between unbounded preceding and 1 preceding)) - ' ~ cfg.grace.sql ~ ', false)') if cfg.grace else 'false' -%}
-  {%- set event_type = schema | selectattr(0, 'equalto', columns[lowered.index(cfg.event_time | lower)]) | map('last') | first -%}
   {{ return({'relation': incremental_joins.stage('records', 'select n.*, not __ij_drop and ' ~ late ~ ' as __ij_late from (' ~ numbered ~ ') as n'),
-             'columns': columns + ['__ij_ts', '__ij_rid'], 'schema': schema + [['__ij_ts', event_type], ['__ij_rid', 'bigint']]}) }}
+             'columns': columns + ['__ij_ts', '__ij_rid'], 'schema': schema + [['__ij_ts', schema[lowered.index(cfg.event_time | lower)][1]], ['__ij_rid', 'bigint']]}) }}
 {% endmacro %}
 
 {#- The run as sets: per cut its stream time and table time; which cut emits each kept record (a
@@ -349,13 +348,12 @@
   {%- set existing = none if full else incremental_joins.assert_output_columns(output_columns, cfg.append_new_columns) -%}
   {%- do incremental_joins.assert_contract(rows) -%}
   {%- do incremental_joins.pin_versions(run) -%}
-  {%- if existing is not none -%}
-    {#- on_schema_change='append_new_columns': the output, and the state tables that hold an
-        input's columns, gain the columns added (after the pin: a retried run finds them added). -#}
-    {%- set output_columns = incremental_joins.add_output_columns(rows, output_columns, existing) -%}
-    {%- set rows = 'select ' ~ incremental_joins.column_list(output_columns) ~ ' from (' ~ body ~ ') as b' -%}
-    {%- for name, columns in grown.items() -%}{%- do incremental_joins.add_columns(st[name], columns) -%}{%- endfor -%}
-  {%- endif -%}
+  {#- on_schema_change='append_new_columns': the output, and the state tables that hold an
+      input's columns (`grown`, empty on a full refresh), gain the columns added (after the pin:
+      a retried run finds them added). -#}
+  {%- set output_columns = incremental_joins.add_output_columns(rows, output_columns, existing) -%}
+  {%- set rows = 'select ' ~ incremental_joins.column_list(output_columns) ~ ' from (' ~ body ~ ') as b' -%}
+  {%- for name, columns in grown.items() -%}{%- do incremental_joins.add_columns(st[name], columns) -%}{%- endfor -%}
   {%- set waiting = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_emit_run is null' -%}
   {%- set clock_row = 'select st as stream_time, tst as table_time, ' ~ ('tst - ' ~ cfg.retention.sql if cfg.retention else 'cast(null as timestamp)') ~ ' as horizon from ' ~ flow.rt ~ ' where run = (select max(run) from ' ~ flow.rt ~ ')' -%}
   {#- The history after the run is computed (a pass over the stored history) only when written:
