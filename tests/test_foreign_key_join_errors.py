@@ -26,10 +26,15 @@ def project_with(scratch_project, spark):
     return make
 
 
-def test_unknown_join_type(project_with):
-    fk = project_with(join_type="'sideways'")
+@pytest.mark.parametrize("key, value, allowed", [
+    ("join_type", "sideways", "inner, left, outer"),
+    ("on_schema_change", "append_new_column", "fail, ignore, append_new_columns, sync_all_columns"),
+])
+def test_unknown_choice(project_with, spark, key, value, allowed):
+    fk = project_with(**{key: f"'{value}'"})
     message = error_of(fk.run(check=False))
-    assert "joined: config 'join_type' (sideways) is not one of inner, left, outer" in message
+    assert f"joined: config '{key}' ({value}) is not one of {allowed}; use one of those" in message
+    assert not spark.catalog.tableExists(f"{fk.schema}.joined")
 
 
 def test_body_without_the_join_marker(project_with, spark):
@@ -222,6 +227,40 @@ def test_model_columns_changed_says_to_full_refresh(project_with, spark):
     assert fk.output_version("joined") == version
     fk.run("--full-refresh")
     assert [r.asDict() for r in spark.table(f"{fk.schema}.joined").collect()] == [{"k": "k1", "v": "a", "fk": "r1", "right_value": "y"}]
+
+
+def test_on_schema_change_sync_all_columns_adds_columns_and_refuses_to_drop_one(project_with, spark):
+    """dbt's sync_all_columns takes what append_new_columns takes — a column added to an input, one
+    the body selects anew — and refuses a column the body stops selecting, as dbt-spark's own
+    incremental models do on Delta (a column is dropped only from a table with column mapping):
+    the run stops before anything is written, naming the column and both ways on."""
+    fk = project_with(on_schema_change="'sync_all_columns'")
+    fk.put_left(("k1", "a", "r1"))
+    fk.put_right(("r1", "x"))
+    fk.run()
+    # The left input gains a column (read across its ADD COLUMNS), then the body selects it.
+    spark.sql(f"alter table {fk.schema}.lhs add columns (w string)")
+    spark.sql(f"insert into {fk.schema}.lhs values ('k2', 'b', 'r1', 'w2')")
+    fk.run()
+    assert {r.k: (r.v, r.rv) for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": ("a", "x"), "k2": ("b", "x")}
+    model_file = fk.project.path / "models" / "joined.sql"
+    model_file.write_text(model_file.read_text().replace("l.v, r.rv", "l.v, r.rv, l.w"))
+    fk.run()
+    rows = sorted((r.asDict() for r in spark.table(f"{fk.schema}.joined").collect()), key=lambda r: r["k"])
+    assert rows == [{"k": "k1", "v": "a", "rv": "x", "w": None}, {"k": "k2", "v": "b", "rv": "x", "w": "w2"}]
+    # The body no longer selects rv: the output would keep it, stale — refused.
+    version = fk.output_version("joined")
+    model_file.write_text(model_file.read_text().replace("l.v, r.rv, l.w", "l.v, l.w"))
+    fk.put_right(("r1", "y"))
+    message = error_of(fk.run(check=False))
+    assert "joined: the model's columns changed since its output" in message and "(removed rv)" in message
+    assert "on_schema_change='sync_all_columns' would drop rv from it, which Delta Lake does only on a table with column mapping" in message
+    assert "dbt run --full-refresh --select joined" in message
+    assert "or set on_schema_change='append_new_columns' to keep them in the output" in message and "Nothing was written." in message
+    assert fk.output_version("joined") == version
+    fk.run("--full-refresh")
+    rows = sorted((r.asDict() for r in spark.table(f"{fk.schema}.joined").collect()), key=lambda r: r["k"])
+    assert rows == [{"k": "k1", "v": "a", "w": None}, {"k": "k2", "v": "b", "w": "w2"}]
 
 
 def test_input_columns_changed_say_to_full_refresh(project_with, spark):

@@ -18,7 +18,7 @@
                                             definition=incremental_joins.model_definition(cfg, ['key', 'sequence', 'operation', 'mapping', 'arrival_order', 'payload', 'value_columns'])) -%}
   {%- set plan = incremental_joins.stream_plan(name, run, cfg.append_new_columns, [cfg.payload, 'before'] if cfg.payload else []) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
-  {%- set columns = incremental_joins.assert_output_columns(cfg.key + events['values'], cfg.append_new_columns) if plan.mode != 'unchanged' else none -%}
+  {%- set columns = incremental_joins.assert_output_columns(cfg.key + events['values'], cfg) if plan.mode != 'unchanged' else none -%}
   {%- if plan.mode == 'unchanged' -%}
     {%- do incremental_joins.pin_versions(run) -%}
     {%- call statement('main') -%}select 'no new change events' as outcome{%- endcall -%}

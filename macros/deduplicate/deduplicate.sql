@@ -183,7 +183,7 @@
          'select to_json(collect_list(array(part, cast(unix_micros(stream_time) as string)))) from (select __ij_part as part, max(__ij_st) as stream_time from ' ~ records ~ ' group by 1) as c'],
         [incremental_joins.rows_check(records, '__ij_ts is null', "the input has {n} records with a null event time ('" ~ cfg.event_time ~ "')",
                                       'Every record needs an event time: fill it upstream or filter such records out in the model body.')]) -%}
-  {%- set existing = none if full else incremental_joins.assert_output_columns(user_columns, cfg.append_new_columns) -%}
+  {%- set existing = none if full else incremental_joins.assert_output_columns(user_columns, cfg) -%}
   {%- do incremental_joins.assert_contract(forwarded) -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {%- do incremental_joins.add_output_columns(forwarded, user_columns, existing) -%}

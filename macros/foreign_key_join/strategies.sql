@@ -254,7 +254,7 @@
   {%- set index = incremental_joins.state_relation('index') -%}
   {%- if plan.mode != 'unchanged' -%}
     {%- set body_columns = incremental_joins.check_output_columns(cfg, new_rows) -%}
-    {%- set existing = incremental_joins.assert_output_columns(body_columns, cfg.append_new_columns) -%}
+    {%- set existing = incremental_joins.assert_output_columns(body_columns, cfg) -%}
     {#- An incremental run's recomputed rows are staged (lazily) before it pins: a contract's
         checks read them there, and the MERGE reads them again. -#}
     {%- set staged = incremental_joins.stage('new_rows', new_rows) if plan.mode == 'incremental' else none -%}

@@ -345,7 +345,7 @@
          'select 0, 0' if full else 'select (select count(*) from ' ~ st.history ~ '), ' ~ ('(select count(*) from ' ~ st.buffer ~ ')' if cfg.grace else '0')],
         [incremental_joins.rows_check(flow.changes, '__ij_ts is null', 'input ' ~ inputs.table ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.'),
          incremental_joins.rows_check(flow.records, '__ij_ts is null and not __ij_drop', 'the stream input ' ~ inputs.stream ~ " has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream.')]) -%}
-  {%- set existing = none if full else incremental_joins.assert_output_columns(output_columns, cfg.append_new_columns) -%}
+  {%- set existing = none if full else incremental_joins.assert_output_columns(output_columns, cfg) -%}
   {%- do incremental_joins.assert_contract(rows) -%}
   {%- do incremental_joins.pin_versions(run) -%}
   {#- on_schema_change='append_new_columns': the output, and the state tables that hold an
