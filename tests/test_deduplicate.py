@@ -241,6 +241,23 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     assert stream.forwarded("by_key") == sorted(reference.deduplicate(stream.records, 10)), "the run after the repaired ones"
 
 
+def test_full_refresh_false_keeps_a_full_refresh_from_rebuilding_the_model(scratch_project, spark):
+    """dbt's `full_refresh=false` protects a model from `dbt run --full-refresh` (dbt's
+    should_full_refresh): for a deduplicate model a full refresh would forget the forwarded records'
+    windows and re-read a stream whose old records may be gone. Such a run stays incremental: it
+    appends only the new records, deduplicated against the stored window."""
+    stream = Stream(scratch_project, spark, {
+        "d": f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', full_refresh=false, {COMMON}) }}}}\n{BODY}"})
+    stream.append(("p", "a", None, 100), ("p", "b", None, 100))          # offsets 0, 1
+    stream.run()
+    stream.append(("p", "a", None, 105), ("p", "c", None, 106))          # a@105 within a@100's window
+    stream.run("--full-refresh")
+    assert stream.forwarded("d") == [0, 1, 3]
+    log = spark.sql(f"select mode, rows_read, rows_inserted from {stream.schema}.incremental_joins_run_log "
+                    "where model = 'd' order by started_at").collect()
+    assert [tuple(r) for r in log] == [("full_refresh", 2, 2), ("incremental", 2, 1)]
+
+
 def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     stream = Stream(scratch_project, spark, {"d": f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}}}\n{BODY}"})
     path = stream.project.path / "models" / "d.sql"
