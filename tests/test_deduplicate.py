@@ -313,6 +313,20 @@ def test_columns_changed_in_the_input_or_the_body_say_to_full_refresh(scratch_pr
     assert stream.forwarded("d") == [0, 1]
     stream.run("--full-refresh")
     assert stream.forwarded("d") == [0, 1, 2] and "id" not in spark.table(f"{stream.schema}.d").columns
+    # dbt's sync_all_columns takes a column added to the stream, as append_new_columns does, and
+    # refuses one the body stops selecting (Delta drops columns only with column mapping).
+    sync = body.replace("event_time='ts'", "event_time='ts', on_schema_change='sync_all_columns'")
+    (stream.project.path / "models" / "d.sql").write_text(sync + BODY.replace("select *", "select * except (id)"))
+    spark.sql(f"alter table {stream.schema}.events add columns (channel string)")
+    spark.sql(f"insert into {stream.schema}.events values ('p', 'e', null, timestamp_seconds(4), 3, 'app', 'web')")
+    stream.run()
+    assert {r.kafka_offset: r.channel for r in spark.table(f"{stream.schema}.d").collect()} == {0: None, 1: None, 2: None, 3: "web"}
+    (stream.project.path / "models" / "d.sql").write_text(sync + BODY.replace("select *", "select * except (id, source)"))
+    spark.sql(f"insert into {stream.schema}.events values ('p', 'f', null, timestamp_seconds(5), 4, 'app', 'web')")
+    message = error_of(stream.run(check=False))
+    assert "(removed source)" in message and "on_schema_change='sync_all_columns' would drop source from it" in message
+    assert "dbt run --full-refresh --select d" in message and "Nothing was written." in message
+    assert stream.forwarded("d") == [0, 1, 2, 3]
 
 
 def test_on_schema_change_append_new_columns_adds_them_and_keeps_the_records_appended(scratch_project, spark):
