@@ -18,7 +18,7 @@
     {{ incremental_joins.config_error('sequence', sequence | join(', '), 'must be one column', 'name the column that orders the changes of a key (LSN, offset, timestamp); build one upstream if it spans columns') }}
   {%- endif -%}
   {%- set retention = incremental_joins.duration_config('tombstone_retention', '7 days', "'7 days', '12 hours' or '30 minutes'") -%}
-  {%- set cfg = {
+  {{ return(incremental_joins.with_schema_change({
       'key': incremental_joins.require_config('key'),
       'sequence': sequence[0],
       'operation': incremental_joins.config_value('operation', 'op'),
@@ -27,7 +27,5 @@
       'payload': incremental_joins.config_value('payload'),
       'value_columns': incremental_joins._as_list(incremental_joins.config_value('value_columns')),
       'tombstone_retention': retention.sql,
-  } -%}
-  {%- do cfg.update(incremental_joins.schema_change_config()) -%}
-  {{ return(cfg) }}
+  })) }}
 {% endmacro %}

@@ -15,14 +15,12 @@
   {%- elif strategy != 'interval' and interval.seconds == 0 -%}
     {{ incremental_joins.config_error('interval', interval.text, "must be positive for strategy '" ~ strategy ~ "'", "e.g. interval='10 seconds'") }}
   {%- endif -%}
-  {%- set cfg = {
+  {{ return(incremental_joins.with_schema_change({
       'key': key, 'id': id, 'strategy': strategy,
       'interval': interval.sql,
       'event_time': incremental_joins.require_config('event_time')[0],
       'arrival_order': incremental_joins.config_value('arrival_order'),
       'partition_by': incremental_joins.config_value('partition_by'),
       'replace_state_below': incremental_joins.non_negative_config('replace_state_below', 1000000, 'must be a number of store entries, 0 or more', 'e.g. 1000000 rewrites the store whole while it holds at most a million entries and MERGEs above; 0 always MERGEs'),
-  } -%}
-  {%- do cfg.update(incremental_joins.schema_change_config()) -%}
-  {{ return(cfg) }}
+  })) }}
 {% endmacro %}

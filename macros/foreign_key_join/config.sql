@@ -18,12 +18,10 @@
   {%- endif -%}
   {%- set threshold = incremental_joins.non_negative_config('full_recompute_above', 0.5, 'must be a fraction of the left table, 0 or more', 'e.g. 0.5 recomputes everything when over half of the left rows are affected') -%}
   {%- set broadcast_below = incremental_joins.non_negative_config('broadcast_changes_below', 1000000, 'must be a number of rows, 0 or more', 'e.g. 1000000 broadcasts the changes into the output MERGE when at most a million keys are affected; 0 never does') -%}
-  {%- set cfg = {
+  {{ return(incremental_joins.with_schema_change({
       'left_key': left_key, 'right_key': right_key, 'foreign_key': foreign_key,
       'join_type': join_type, 'output_key': output_key, 'key_columns': key_columns,
       'full_recompute_above': threshold, 'broadcast_changes_below': broadcast_below,
       'on_missing_history': incremental_joins.require_choice('on_missing_history', ['error', 'recompute'], 'error'),
-  } -%}
-  {%- do cfg.update(incremental_joins.schema_change_config()) -%}
-  {{ return(cfg) }}
+  })) }}
 {% endmacro %}

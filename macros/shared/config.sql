@@ -59,15 +59,16 @@
   {{ return(value) }}
 {% endmacro %}
 
-{#- dbt's on_schema_change, validated, as the two switches the operators read:
-    'append_new_columns' takes a column added to an input or selected anew by the body;
-    'sync_all_columns' does too, and refuses a column the body no longer selects (assert_output_columns:
-    Delta drops a column only from a table with column mapping, and dbt-spark's incremental models
-    refuse it as well); 'fail' (this package's default) and 'ignore' (dbt's, which dbt sets on a
-    model that says nothing) stop a run at any change of columns. -#}
-{% macro schema_change_config() %}
+{#- An operator's config `cfg` with dbt's on_schema_change, validated, as the two switches the
+    operators read: 'append_new_columns' takes a column added to an input or selected anew by the
+    body; 'sync_all_columns' does too, and refuses a column the body no longer selects
+    (assert_output_columns: Delta drops a column only from a table with column mapping, and
+    dbt-spark's incremental models refuse it as well); 'fail' (this package's default) and 'ignore'
+    (dbt's, which dbt sets on a model that says nothing) stop a run at any change of columns. -#}
+{% macro with_schema_change(cfg) %}
   {%- set value = incremental_joins.require_choice('on_schema_change', ['fail', 'ignore', 'append_new_columns', 'sync_all_columns'], 'fail') -%}
-  {{ return({'append_new_columns': value in ['append_new_columns', 'sync_all_columns'], 'sync_all_columns': value == 'sync_all_columns'}) }}
+  {%- do cfg.update({'append_new_columns': value in ['append_new_columns', 'sync_all_columns'], 'sync_all_columns': value == 'sync_all_columns'}) -%}
+  {{ return(cfg) }}
 {% endmacro %}
 
 {#- A number config that must be 0 or more (a bound or a fraction); `rule` says what it counts. -#}

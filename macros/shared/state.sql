@@ -360,24 +360,24 @@
 {#- Schema drift of the output: a run that writes into the existing output (not a first run or
     --full-refresh, which create it) writes the body's `columns` into it by name, so they must be
     its columns. Fails before anything is written, naming the columns the body added and
-    removed. With `cfg.append_new_columns` (schema_change_config) added and removed columns are
+    removed. With `cfg.append_new_columns` (with_schema_change) added and removed columns are
     taken — add_output_columns adds the new ones — except, with `cfg.sync_all_columns`, removed
     ones. Returns the output's columns (none when the run creates it). -#}
 {% macro assert_output_columns(columns, cfg) %}
   {%- if load_cached_relation(this) is none or should_full_refresh() -%}{{ return(none) }}{%- endif -%}
   {%- set existing = incremental_joins.query_columns('select * from ' ~ this) -%}
   {%- set diff = incremental_joins.column_diff(existing, columns) -%}
-  {%- set dropped = diff.removed if cfg.sync_all_columns else [] -%}
+  {%- set dropped = diff.removed if cfg.sync_all_columns and not diff.retyped else [] -%}
   {%- if cfg.append_new_columns and not diff.retyped and not dropped -%}{{ return(existing) }}{%- endif -%}
   {%- set changes = incremental_joins.column_changes(diff) -%}
   {%- if changes -%}
-    {%- set msg -%}
-{{ model.name }}: the model's columns changed since its output {{ this }} was built ({{ changes }}), and a run writes into the existing output
-{%- if dropped and not diff.retyped %}; on_schema_change='sync_all_columns' would drop {{ dropped | map('first') | join(', ') }} from it, which Delta Lake does only on a table with column mapping (dbt-spark's incremental models refuse it too). Run `dbt run --full-refresh --select {{ model.name }}` to rebuild it without them, or set on_schema_change='append_new_columns' to keep them in the output (null in new records)
-{%- else %}. Run `dbt run --full-refresh --select {{ model.name }}` to rebuild it with the new columns{{ ", or set on_schema_change='append_new_columns' on the model to add the new columns to the output and keep the records it holds (they keep null in the new columns; columns the model no longer selects stay, null in new records)" if not cfg.append_new_columns and not diff.retyped }}
-{%- endif %}. Nothing was written.
-    {%- endset -%}
-    {{ exceptions.raise_compiler_error(msg) }}
+    {%- set rebuild = 'Run `dbt run --full-refresh --select ' ~ model.name ~ '` to rebuild it' -%}
+    {%- if dropped -%}
+      {%- set fix = "; on_schema_change='sync_all_columns' would drop " ~ dropped | map('first') | join(', ') ~ " from it, which Delta Lake does only on a table with column mapping (dbt-spark's incremental models refuse it too). " ~ rebuild ~ " without them, or set on_schema_change='append_new_columns' to keep them in the output (null in new records)" -%}
+    {%- else -%}
+      {%- set fix = '. ' ~ rebuild ~ ' with the new columns' ~ (", or set on_schema_change='append_new_columns' on the model to add the new columns to the output and keep the records it holds (they keep null in the new columns; columns the model no longer selects stay, null in new records)" if not cfg.append_new_columns and not diff.retyped else '') -%}
+    {%- endif -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ": the model's columns changed since its output " ~ this ~ ' was built (' ~ changes ~ '), and a run writes into the existing output' ~ fix ~ '. Nothing was written.') }}
   {%- endif -%}
   {{ return(existing) }}
 {% endmacro %}

@@ -17,7 +17,7 @@
   {%- if retention is not none and not table_time -%}
     {{ incremental_joins.config_error('table_time', none, 'is required with history_retention: each table change needs its timestamp to be placed in the history', "name the table's timestamp column, e.g. table_time='valid_from'") }}
   {%- endif -%}
-  {%- set cfg = {
+  {{ return(incremental_joins.with_schema_change({
       'key': key, 'table_key': table_key,
       'event_time': incremental_joins.require_config('event_time')[0],
       'table_time': table_time,
@@ -26,7 +26,5 @@
       'grace': grace, 'retention': retention,
       'arrival_order': incremental_joins.config_value('arrival_order'),
       'value_columns': incremental_joins._as_list(incremental_joins.config_value('value_columns')),
-  } -%}
-  {%- do cfg.update(incremental_joins.schema_change_config()) -%}
-  {{ return(cfg) }}
+  })) }}
 {% endmacro %}
