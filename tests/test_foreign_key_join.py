@@ -383,6 +383,24 @@ def test_a_right_change_reads_only_the_index_files_that_can_hold_its_keys(fk):
             log = fk.last_run_log(model)
             assert (log["mode"], log["fan_out"]) == ("incremental", 10), (model, rv)
 
+def test_right_keys_named_as_literals_keep_case_quotes_and_backslashes(fk):
+    """The index lookup names each changed right key as a literal: keys that differ only in case
+    are two keys (Spark compares strings by their bytes), and a quote or a backslash is escaped.
+    Were 'r' and 'R' taken for one literal, the rows of the one left out would keep the right
+    side's old value — a missed update, with no error."""
+    keys = ("r", "R", "it's", "back\\slash")
+    fk.put_right(*[(rk, "old") for rk in keys])
+    fk.put_left(*[(f"k{i}", str(i), rk) for i, rk in enumerate(keys)])
+    fk.run()
+    fk.put_right(*[(rk, "new " + rk) for rk in keys])
+    fk.run()
+    expected = {f"k{i}": (str(i), rk, "new " + rk) for i, rk in enumerate(keys)}
+    for model in ("fk_inner", "fk_left"):
+        assert fk.output(model) == expected, model
+        log = fk.last_run_log(model)
+        assert (log["mode"], log["fan_out"]) == ("incremental", len(keys)), model
+
+
 TYPED_KEYS_MODEL = """
 {{ config(materialized='foreign_key_join', join_type='left', foreign_key='fk', right_key='rk',
           left_key=KEY, full_recompute_above=10) }}

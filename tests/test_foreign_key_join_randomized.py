@@ -2,8 +2,9 @@
 deletes on both sides, FK moves and nulls, applied over random run boundaries. After every run,
 every model equals the reference and its change feed holds exactly the rows whose value changed;
 a full refresh and a crashed-then-retried run give the same result. The randomized runs key both
-tables by bigint (negative, beyond int, the type's largest), the crash test by string: a run's key
-ranges prune the output and the index, and those ranges are written as literals of the key's type."""
+tables by bigint (negative, beyond int, the type's largest), the crash test by string (keys that
+differ only in case, a quote, a backslash): a run's key ranges prune the output and the index, and
+those ranges are written as literals of the key's type."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of, failin
 # Per key type: left keys, right keys, a foreign key no right row has, and a right key no left row
 # references.
 KEYS = {
-    "string": ([f"k{i}" for i in range(8)], [f"r{i}" for i in range(5)], "r9", "r8"),
+    # Keys that differ only in case, a quote and a backslash: the lookup names keys as literals.
+    "string": (["k0", "K0", *[f"k{i}" for i in range(1, 7)]], ["r0", "R0", "r1", "it's", "back\\slash"], "r9", "r8"),
     "bigint": ([-2**40, -7, 0, 12, 2**31, 2**33 + 5, 2**62, 2**63 - 1],
                [-2**63, 3, 2**31 - 1, 2**32, 2**63 - 1], 99, 2**62 + 1),
 }

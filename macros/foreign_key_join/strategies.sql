@@ -106,7 +106,8 @@
     {%- set column = loop.index0 -%}
     {%- set literals = [] -%}
     {%- for v in values -%}{%- do literals.append(incremental_joins.typed_literal(v[column], type)) -%}{%- endfor -%}
-    {%- do ins.append(alias ~ '.' ~ name ~ ' in (' ~ literals | unique | join(', ') ~ ')') -%}
+    {#- unique compares strings without case unless told: 'r' and 'R' are two keys. -#}
+    {%- do ins.append(alias ~ '.' ~ name ~ ' in (' ~ literals | unique(case_sensitive=true) | join(', ') ~ ')') -%}
   {%- endfor -%}
   {%- for v in values -%}
     {%- set eqs = [] -%}
