@@ -96,11 +96,13 @@ def files_hidden(spark, relation: str, where: str) -> Iterator[int]:
 
 
 def sql_literal(value: Any) -> str:
-    """A Spark SQL literal of `value`: backslashes are escapes in Spark's string literals; an int
-    is written as a bigint literal (`5L`), which Spark stores into any integral column."""
+    """A Spark SQL literal of `value`: backslashes are escapes in Spark's string literals, and
+    `${` is split into two adjacent literals (`'$' '{'`, one string to the parser), since Spark
+    substitutes `${...}` in a statement's text before parsing it; an int is written as a bigint
+    literal (`5L`), which Spark stores into any integral column."""
     if isinstance(value, int):
         return f"{value}L"
-    return "null" if value is None else "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return "null" if value is None else "'" + str(value).replace("\\", "\\\\").replace("'", "\\'").replace("${", "$' '{") + "'"
 
 
 @dataclass

@@ -74,7 +74,9 @@ class Changelog:
     """Random CDC events: keys re-used, sequences shuffled within a bound, events re-delivered."""
 
     def __init__(self, rng: random.Random, ids: list | None = None) -> None:
-        self.rng, self.ids = rng, ids or [f"k{i}" for i in range(7)]
+        # String keys by default, among them keys that differ only in case, a quote and `${` (the
+        # greatest: the run's key range bounds the output MERGE by it, as a literal).
+        self.rng, self.ids = rng, ids or ["k0", "K0", "k1", "k2", "it's", "k3", "z${a}"]
         self.events: list = []
         self.next_lsn = 1
 

@@ -131,10 +131,12 @@ def test_seed_examples_in_one_run_and_record_by_record(scratch_project, spark):
 
 def test_store_entries_expire_by_their_own_partitions_stream_time(scratch_project, spark):
     """A run purges the store entries that expired against the stream time of their own partition
-    (a partition name with a quote in it), and keeps those of a partition whose time stood still.
-    Both ways of writing the store: rewritten whole (a small store, the default) and MERGEd."""
+    (partition names with a quote, and with `${`, which Spark would substitute in a statement's
+    text), and keeps those of a partition whose time stood still. Both ways of writing the store:
+    rewritten whole (a small store, the default) and MERGEd."""
     models = {"dedup_key": MODELS["dedup_key"], "dedup_merged": MODELS["dedup_key"].replace("key='k',", "key='k', replace_state_below=0,")}
     stream = Stream(scratch_project, spark, models)
+    p1 = "p${x}"   # read back into the run's SQL as a literal: the stored stream time and the purge
 
     def check_state(entries: set, stream_times: dict) -> None:
         """The state table's entries (partition, key) and its clock rows (partition: stream time, s)."""
@@ -145,17 +147,17 @@ def test_store_entries_expire_by_their_own_partitions_stream_time(scratch_projec
             assert clock == stream_times, name
             assert all(r["k"] is None and r["__ij_state"] is None for r in rows if r["__ij_stream_time"] is not None), name
 
-    stream.append(("p1", "a", None, 100), ("o'b", "b", None, 100))
+    stream.append((p1, "a", None, 100), ("o'b", "b", None, 100))
     stream.run()
-    check_state({("p1", "a"), ("o'b", "b")}, {"p1": 100, "o'b": 100})
-    stream.append(("p1", "c", None, 200))   # p1 at 200: a (100) expired; o'b still at 100
+    check_state({(p1, "a"), ("o'b", "b")}, {p1: 100, "o'b": 100})
+    stream.append((p1, "c", None, 200))   # p1 at 200: a (100) expired; o'b still at 100
     stream.run()
-    check_state({("p1", "c"), ("o'b", "b")}, {"p1": 200, "o'b": 100})
-    stream.append(("o'b", "b", None, 105), ("p1", "a", None, 195))
+    check_state({(p1, "c"), ("o'b", "b")}, {p1: 200, "o'b": 100})
+    stream.append(("o'b", "b", None, 105), (p1, "a", None, 195))
     stream.run()    # b: within 10 s of its kept entry, dropped; a: its entry gone, forwarded; p1 stays at 200
     for name in models:
         assert stream.forwarded(name) == [0, 1, 2, 4], name
-    check_state({("p1", "a"), ("p1", "c"), ("o'b", "b")}, {"p1": 200, "o'b": 105})
+    check_state({(p1, "a"), (p1, "c"), ("o'b", "b")}, {p1: 200, "o'b": 105})
     # The store is created without deletion vectors; the first MERGE turns them on, a store
     # only ever rewritten whole never has them.
     features = {name: tblproperties(spark, f"{stream.schema}.{name}__ij_state").get("delta.enableDeletionVectors") for name in models}

@@ -383,18 +383,22 @@ def test_a_right_change_reads_only_the_index_files_that_can_hold_its_keys(fk):
             log = fk.last_run_log(model)
             assert (log["mode"], log["fan_out"]) == ("incremental", 10), (model, rv)
 
-def test_right_keys_named_as_literals_keep_case_quotes_and_backslashes(fk):
-    """The index lookup names each changed right key as a literal: keys that differ only in case
-    are two keys (Spark compares strings by their bytes), and a quote or a backslash is escaped.
-    Were 'r' and 'R' taken for one literal, the rows of the one left out would keep the right
-    side's old value — a missed update, with no error."""
-    keys = ("r", "R", "it's", "back\\slash")
+def test_keys_named_as_literals_keep_case_quotes_backslashes_and_dollar_braces(fk):
+    """A run names keys as literals: the changed right keys in the index lookup, the affected
+    left keys' range in the output MERGE. Keys that differ only in case are two keys (Spark
+    compares strings by their bytes), a quote and a backslash are escaped, and `${...}` is not
+    left for Spark's variable substitution, which replaces it (with '' when no such variable is
+    set) in a statement's text before parsing. Were 'r' and 'R' taken for one literal, the rows of
+    the one left out would keep the right side's old value; were the range's upper bound
+    'z${a}' read as 'z', the MERGE would not find that row and insert it a second time."""
+    keys = ("r", "R", "it's", "back\\slash", "${nope}")
+    lefts = ("k0", "k1", "k2", "k3", "z${a}")
     fk.put_right(*[(rk, "old") for rk in keys])
-    fk.put_left(*[(f"k{i}", str(i), rk) for i, rk in enumerate(keys)])
+    fk.put_left(*[(k, str(i), rk) for i, (k, rk) in enumerate(zip(lefts, keys))])
     fk.run()
     fk.put_right(*[(rk, "new " + rk) for rk in keys])
     fk.run()
-    expected = {f"k{i}": (str(i), rk, "new " + rk) for i, rk in enumerate(keys)}
+    expected = {k: (str(i), rk, "new " + rk) for i, (k, rk) in enumerate(zip(lefts, keys))}
     for model in ("fk_inner", "fk_left"):
         assert fk.output(model) == expected, model
         log = fk.last_run_log(model)

@@ -198,9 +198,11 @@
   {%- do staged.clear() -%}
 {% endmacro %}
 
-{#- A Spark SQL string literal of `value` (null for none). -#}
+{#- A Spark SQL string literal of `value` (null for none). Spark substitutes `${...}` in a
+    statement's text before parsing it (with '' when no such variable is set): `${` is written as
+    two adjacent literals, `'$' '{'`, which the parser joins into one string. -#}
 {% macro string_literal(value) %}
-  {{ return('null' if value is none else "'" ~ value | string | replace('\\', '\\\\') | replace("'", "\\'") ~ "'") }}
+  {{ return('null' if value is none else "'" ~ value | string | replace('\\', '\\\\') | replace("'", "\\'") | replace('${', "$' '{") ~ "'") }}
 {% endmacro %}
 
 {#- Rows read to the driver (values as strings or none) as a query: `select ... from values`,
