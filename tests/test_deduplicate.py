@@ -273,6 +273,10 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     ]:
         path.write_text(f"{{{{ config(materialized='deduplicate', {config}) }}}}\n{BODY}")
         assert expected in error_of(stream.run(check=False)), config
+    # An event time of another type: its unit is not the package's to guess.
+    path.write_text("{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ms') }}\n" + BODY.replace("select *", "select *, unix_millis(ts) as ms"))
+    assert ("d: config 'event_time' (ms) is a column of type bigint in the model body; a time column must be a timestamp, timestamp_ntz or date; "
+            "convert it where the column is made, e.g. timestamp_millis(ms) for epoch milliseconds") in error_of(stream.run(check=False))
     path.write_text(f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}}}\n" + BODY.replace("select *", "select part, k, id, ts"))
     assert ("d: config '(body)' (_ij_commit_version) is dropped by the select list; arrival order and exactly-once output need it; "
             "select *, or keep _ij_commit_version in the select list") in error_of(stream.run(check=False))
@@ -287,6 +291,37 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     # Failed before its first write, the pin of its versions included (a run pinned to the bad
     # record would read it again even after the body filters it out).
     assert sorted(spark.sql(f"select * from {stream.schema}.d__ij_highwater").collect(), key=str) == highwater
+
+
+def test_event_times_of_type_timestamp_ntz_or_date_are_wall_clock_times(scratch_project, spark):
+    """An event time may be a timestamp_ntz or a date, read as UTC: a wall-clock time that no
+    session time zone moves. In a session on New York time, 01:59:55 and 02:00:02 on the night
+    daylight saving time ended (2026-11-01) are 7 s apart on the wall clock but an hour apart as
+    instants there: with a 10 s interval the second record is a duplicate, also when a run reads
+    the stored stream time of the first. A date: days, with a '2 days' interval."""
+    ny = "pre_hook=\"set spark.sql.session.timeZone = America/New_York\", post_hook=\"set spark.sql.session.timeZone = UTC\""
+    wall = "timestamp_ntz'2026-11-01 00:00:00' + make_dt_interval(0, 0, 0, unix_seconds(ts))"   # ts seconds after midnight
+    models = {
+        "d_ntz": f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='et', partition_by='part', {ny}) }}}}\n"
+                 + BODY.replace("select *", f"select *, {wall} as et"),
+        "d_date": "{{ config(materialized='deduplicate', key='k', interval='2 days', event_time='et', partition_by='part') }}\n"
+                  + BODY.replace("select *", "select *, date_add(date'2026-11-01', cast(unix_seconds(ts) as int)) as et"),
+    }
+    stream = Stream(scratch_project, spark, models)
+    try:
+        stream.append(("p", "a", None, 7195), ("q", "b", None, 0))
+        stream.run()
+        stream.append(("p", "a", None, 7202), ("q", "b", None, 2))    # a: 7 s after; b: 2 days after
+        stream.run()
+        stream.append(("p", "a", None, 7206), ("q", "b", None, 3))    # a: 11 s after; b: 3 days after
+        stream.run()
+    finally:
+        spark.sql("set spark.sql.session.timeZone = UTC")
+    assert stream.forwarded("d_ntz", "p") == [0, 4]
+    assert stream.forwarded("d_date", "q") == [1, 5]
+    # The output keeps the column as it is.
+    assert sorted(r[0] for r in spark.sql(f"select cast(et as string) from {stream.schema}.d_ntz where part = 'p'").collect()) == \
+        ["2026-11-01 01:59:55", "2026-11-01 02:00:06"]
 
 
 def test_columns_changed_in_the_input_or_the_body_say_to_full_refresh(scratch_project, spark):

@@ -320,6 +320,9 @@ def test_errors(scratch_project, spark):
         "no_table_time": (model("left", "1 minute", None).replace("table_time='valid_from', ", ""), "config 'table_time' (not set) is required with history_retention"),
         "unknown_key": (model().replace("key='product'", "key='sku', table_key='product'"), "config 'key' (sku) is not a column of the stream input"),
         "bad_duration": (model("left", "a week", None), "config 'history_retention' (a week) is not a duration"),
+        "unknown_table_time": (model().replace("table_time='valid_from'", "table_time='valid_at'"), "config 'table_time' (valid_at) is not a column of the table input"),
+        "numeric_event_time": (model().replace("event_time='ts'", "event_time='kafka_offset'"),
+                               "config 'event_time' (kafka_offset) is a column of type bigint in the stream input"),
     }
     models = {name: body for name, (body, _) in bad.items()}
     models["grace_equal"] = model("left", "60 seconds", "1 minute")
@@ -343,6 +346,39 @@ def test_errors(scratch_project, spark):
     result = j.run("--select", "grace_equal", check=False)
     assert not result.success and "1 changed rows with a null table_time ('valid_from')" in error_of(result) and "Nothing was written" in error_of(result)
     assert sorted(j.state("grace_equal", "highwater"), key=str) == highwater
+
+
+def test_times_of_type_timestamp_ntz_are_wall_clock_times(scratch_project, spark):
+    """Event and table times may be timestamp_ntz (or date), read as UTC: wall-clock times that
+    no session time zone moves. In a session on New York time, orders at 01:59:55 and 02:00:02
+    on the night daylight saving time ended (2026-11-01) are 7 s apart on the wall clock, an hour
+    apart as instants there: with a 10 s grace period the second does not release the first; an
+    order at 02:00:06 does, and it joins the price valid since 01:00. Times of another type are
+    refused (test_errors)."""
+    ny = "pre_hook=\"set spark.sql.session.timeZone = America/New_York\", post_hook=\"set spark.sql.session.timeZone = UTC\""
+    project = scratch_project({
+        "models/sources.yml": sources_yml("orders_ntz", "prices_ntz"),
+        "models/j.sql": "{{ config(materialized='stream_table_join', " + CONFIG + ", join_type='left', history_retention='100 seconds', "
+                        "grace_period='10 seconds', " + ny + ") }}\n" + BODY.replace("'orders'", "'orders_ntz'").replace("'prices'", "'prices_ntz'"),
+    })
+    schema = project.schema
+    props = "tblproperties ('delta.enableChangeDataFeed' = 'true')"
+    spark.sql(f"create or replace table {schema}.prices_ntz (product string, price string, valid_from timestamp_ntz, deleted boolean) using delta {props}")
+    spark.sql(f"create or replace table {schema}.orders_ntz (product string, ts timestamp_ntz, qty string, kafka_offset bigint) using delta {props}")
+    spark.sql(f"insert into {schema}.prices_ntz values ('p', 'p0', timestamp_ntz'2026-11-01 01:00:00', false)")
+
+    def output() -> dict:
+        return {r.kafka_offset: (r.price, r.t) for r in spark.sql(f"select kafka_offset, price, cast(ts as string) as t from {schema}.j").collect()}
+
+    try:
+        spark.sql(f"insert into {schema}.orders_ntz values ('p', timestamp_ntz'2026-11-01 01:59:55', '1', 0), ('p', timestamp_ntz'2026-11-01 02:00:02', '1', 1)")
+        project.invoke("run", "--quiet")
+        assert output() == {}
+        spark.sql(f"insert into {schema}.orders_ntz values ('p', timestamp_ntz'2026-11-01 02:00:06', '1', 2)")
+        project.invoke("run", "--quiet")
+        assert output() == {0: ("p0", "2026-11-01 01:59:55")}
+    finally:
+        spark.sql("set spark.sql.session.timeZone = UTC")
 
 
 def test_on_schema_change_append_new_columns_takes_columns_added_to_the_stream_and_the_table(scratch_project, spark):

@@ -74,7 +74,7 @@
   {%- set ordered -%}
     select b.*, {{ '(' ~ cfg.id ~ ') as __ij_id, ' if cfg.id }}
       cast({{ part }} as string) as __ij_part, {{ nulls | join(' or ') }} as __ij_null_key,
-      {{ adapter.quote(cfg.event_time) }} as __ij_ts,
+      {{ incremental_joins.time_column('event_time', cfg.event_time, schema, 'the model body', 'b') }} as __ij_ts,
       cast(row_number() over (order by {{ incremental_joins.arrival_order_by(cfg, schema, 'b') }}) as bigint) as __ij_rid
     from ({{ body }}) as b
   {%- endset -%}

@@ -58,3 +58,25 @@
   {%- endfor -%}
   {{ return(by | join(', ')) }}
 {% endmacro %}
+
+{#- The time column `column` (config `key`: event_time, table_time) of `schema` ([name, type]
+    pairs of `where`, the relation it is read from) as a timestamp expression over `alias`: a
+    timestamp as it is; a timestamp_ntz or a date read as UTC — a wall-clock time, so that no
+    session time zone's daylight-saving gap or overlap moves it and intervals measure it exactly.
+    A missing column or one of another type (epoch numbers, strings: their unit or format is
+    not the package's to guess) is a configuration error, raised before anything is written. -#}
+{% macro time_column(key, column, schema, where, alias) %}
+  {%- set types = {} -%}
+  {%- for name, type in schema -%}{%- do types.update({name | lower: type | lower}) -%}{%- endfor -%}
+  {%- set type, c = types.get(column | lower), alias ~ '.' ~ adapter.quote(column) -%}
+  {%- if type is none -%}
+    {{ incremental_joins.config_error(key, column, 'is not a column of ' ~ where ~ ' (' ~ schema | map('first') | join(', ') ~ ')', 'name one of those columns') }}
+  {%- elif type == 'timestamp' -%}
+    {{ return(c) }}
+  {%- elif type in ['timestamp_ntz', 'date'] -%}
+    {%- set clock = 'hour(' ~ c ~ '), minute(' ~ c ~ '), extract(SECOND FROM ' ~ c ~ ')' if type == 'timestamp_ntz' else '0, 0, 0' -%}
+    {{ return('make_timestamp(year(' ~ c ~ '), month(' ~ c ~ '), day(' ~ c ~ '), ' ~ clock ~ ", 'UTC')") }}
+  {%- endif -%}
+  {{ incremental_joins.config_error(key, column, 'is a column of type ' ~ type ~ ' in ' ~ where ~ '; a time column must be a timestamp, timestamp_ntz or date',
+       'convert it where the column is made, e.g. timestamp_millis(' ~ column ~ ') for epoch milliseconds, timestamp_seconds(' ~ column ~ ') for epoch seconds, to_timestamp(' ~ column ~ ", 'yyyy-MM-dd HH:mm:ss') for text") }}
+{% endmacro %}

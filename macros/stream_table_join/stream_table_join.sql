@@ -140,7 +140,7 @@
     __ij_run (cut) and __ij_accepted (false for a change older than the horizon at its arrival;
     within one commit, changes count as arriving in timestamp order). -#}
 {% macro stj_table_changes(cfg, name, plan, cuts, tst0) %}
-  {%- set ts = cfg.table_time and adapter.quote(cfg.table_time) -%}
+  {%- set ts = cfg.table_time and incremental_joins.time_column('table_time', cfg.table_time, incremental_joins.query_schema('select * from ' ~ name), 'the table input ' ~ name, 'c') -%}
   {%- set deleted = 'coalesce(' ~ cfg.table_deleted ~ ', false)' if cfg.table_deleted else 'false' -%}
   {%- set keys = incremental_joins.column_list(cfg.table_key) -%}
   {%- if plan.mode == 'cdf' -%}
@@ -157,7 +157,7 @@
   {%- else -%}
     {%- set now = 'select *, ' ~ (ts or plan.to_timestamp) ~ ' as __ij_ts, ' ~ deleted ~ ' as __ij_tomb, cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as __ij_cv from ' -%}
     {%- if plan.mode == 'unchanged' -%}
-      {%- set raw = now ~ name ~ ' where false' -%}
+      {%- set raw = now ~ name ~ ' as c where false' -%}
     {%- elif plan.mode == 'snapshot' -%}
       {%- set raw = now ~ '(' ~ incremental_joins.pinned(name, plan.to) ~ ') as c' -%}
     {%- else -%}
@@ -216,7 +216,7 @@
     {{ incremental_joins.config_error(key, column, 'is not a column of the stream input ' ~ name ~ ' (' ~ columns | join(', ') ~ ')', 'name one of those columns') }}
   {%- endfor -%}
   {%- set numbered -%}
-    select r.*, {{ adapter.quote(cfg.event_time) }} as __ij_ts,
+    select r.*, {{ incremental_joins.time_column('event_time', cfg.event_time, schema, 'the stream input ' ~ name, 'r') }} as __ij_ts,
       cast(row_number() over (order by {{ incremental_joins.arrival_order_by(cfg, schema, 'r') }}) as bigint) as __ij_rid,
       {{ incremental_joins.stj_cut_of(cuts, 'stream', 'r._ij_commit_version') }} as __ij_run,
       {{ incremental_joins.stj_dropped(cfg, columns) }} as __ij_drop
@@ -224,7 +224,7 @@
   {%- endset -%}
   {%- set late = ('coalesce(__ij_ts < greatest(' ~ st0 ~ ', max(case when not __ij_drop then __ij_ts end) over (order by __ij_rid rows between unbounded preceding and 1 preceding)) - ' ~ cfg.grace.sql ~ ', false)') if cfg.grace else 'false' -%}
   {{ return({'relation': incremental_joins.stage('records', 'select n.*, not __ij_drop and ' ~ late ~ ' as __ij_late from (' ~ numbered ~ ') as n'),
-             'columns': columns + ['__ij_ts', '__ij_rid'], 'schema': schema + [['__ij_ts', schema[lowered.index(cfg.event_time | lower)][1]], ['__ij_rid', 'bigint']]}) }}
+             'columns': columns + ['__ij_ts', '__ij_rid'], 'schema': schema + [['__ij_ts', 'timestamp'], ['__ij_rid', 'bigint']]}) }}
 {% endmacro %}
 
 {#- The run as sets: per cut its stream time and table time; which cut emits each kept record (a
