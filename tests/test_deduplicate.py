@@ -291,6 +291,17 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     # Failed before its first write, the pin of its versions included (a run pinned to the bad
     # record would read it again even after the body filters it out).
     assert sorted(spark.sql(f"select * from {stream.schema}.d__ij_highwater").collect(), key=str) == highwater
+    # The stream dropped and created again (another Delta table under its name): which of its
+    # records are new cannot be told, so the run stops before anything is written.
+    spark.sql(f"drop table {stream.schema}.events")
+    spark.sql(f"create table {stream.schema}.events (part string, k string, id string, ts timestamp, kafka_offset bigint) using delta")
+    spark.sql(f"insert into {stream.schema}.events values ('p', 'c', null, timestamp_seconds(3), 0)")
+    message = error_of(stream.run(check=False))
+    assert "d: input" in message and "events was dropped and created again since this model's last run (" in message
+    assert "dbt run --full-refresh --select d" in message and "Nothing was written." in message
+    assert stream.forwarded("d") == [0]
+    stream.run("--full-refresh")
+    assert [r.k for r in spark.table(f"{stream.schema}.d").collect()] == ["c"]
 
 
 def test_event_times_of_type_timestamp_ntz_or_date_are_wall_clock_times(scratch_project, spark):

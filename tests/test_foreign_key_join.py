@@ -6,6 +6,7 @@ applied to them since the previous run, as in SPEC's worked example (one run per
 
 from __future__ import annotations
 
+import datetime
 import json
 from contextlib import ExitStack
 from itertools import takewhile
@@ -293,9 +294,20 @@ def newest_highwater_rows(fk, model: str) -> tuple[dict, int]:
 
 
 def highwater_note(fk, model: str) -> dict | None:
-    """The state the newest commit of the model's highwater table carries, as a run reads it."""
+    """The state the newest commit of the model's highwater table carries, as a run reads it,
+    each input's 'commit' checked against the input's own commit at the version it consumed (its
+    operation, and its time's seconds and microseconds: what tells it from the commit at that
+    version of a table dropped and created again) and left out."""
     note = fk.spark.sql(f"describe history {fk.schema}.{model}__ij_highwater limit 1").first()["userMetadata"]
-    return json.loads(note)["incremental_joins_highwater"] if note else None
+    if not note:
+        return None
+    known = json.loads(note)["incremental_joins_highwater"]
+    for name, entry in known["state"].items():
+        commit = entry.pop("commit")
+        at = [h for h in fk.spark.sql(f"describe history {name}").collect() if h["version"] == entry["version"]][0]
+        when = at["timestamp"] if isinstance(at["timestamp"], datetime.datetime) else datetime.datetime.fromisoformat(str(at["timestamp"]))
+        assert commit == f"{at['operation']} {when.strftime('%S.%f')}", (name, commit)
+    return known
 
 
 def test_highwater_read_from_its_newest_commit_and_from_its_rows_when_that_carries_none(fk):

@@ -191,22 +191,40 @@ def test_history_vacuumed_past_the_highwater_says_to_full_refresh(project_with, 
     assert {r.k for r in spark.table(f"{fk.schema}.joined").collect()} == {"k2"}
 
 
-def test_input_dropped_and_created_again_says_to_full_refresh(project_with, spark):
-    fk = project_with()
-    fk.put_left(("k1", "a", "r1"))
-    fk.put_right(("r1", "x"))
+def test_input_dropped_and_created_again_is_recomputed_whole(project_with, spark):
+    """An input dropped and created again is another Delta table under the same name: its
+    versions start over, and the output records which table each input was (its Delta table id).
+    Whether the new table's version is below the consumed one or has reached it again (dbt-spark's
+    `dbt seed` drops and re-creates a seed: the same two commits every time), the run recomputes
+    everything from the inputs and writes only the rows that differ, as the automatic fallback
+    does. Before the ids, the first case stopped the run and the second read 'unchanged': the
+    output kept the dropped table's values."""
+    fk = project_with(full_recompute_above="10")      # no automatic fallback: a full recompute is the re-creation's
+    fk.put_left(("k1", "a", "r1"), ("k2", "b", "r2"))
+    fk.put_right(("r1", "x"), ("r2", "y"))
     fk.put_right(("r1", "y"))
+    fk.run()                                    # consumed rhs at version 2
+
+    def recreate(*rows: tuple) -> None:         # a CREATE TABLE (version 0), then one insert (version 1)
+        spark.sql(f"drop table {fk.schema}.rhs")
+        spark.sql(f"create table {fk.schema}.rhs (rk string, rv string) using delta")
+        spark.sql(f"insert into {fk.schema}.rhs values " + ", ".join(f"('{k}', '{v}')" for k, v in rows))
+
+    recreate(("r1", "z"), ("r2", "y"))          # version 1, below 2
     fk.run()
-    # Dropped and created again: its versions start over, below the one the model consumed.
-    spark.sql(f"drop table {fk.schema}.rhs")
-    spark.sql(f"create table {fk.schema}.rhs using delta as select 'r1' as rk, 'z' as rv")
-    version = fk.output_version("joined")
-    message = error_of(fk.run(check=False))
-    assert "joined: input" in message and "rhs is at Delta version 0, older than version 2" in message
-    assert "dbt run --full-refresh --select joined" in message
-    assert fk.output_version("joined") == version
-    fk.run("--full-refresh")
-    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "z"}
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "z", "k2": "y"}
+    log = fk.last_run_log("joined")
+    assert log["mode"] == "fallback" and "input" in log["fallback_reason"] and "rhs was dropped and created again" in log["fallback_reason"], log
+    assert fk.output_changes("joined") == {("update_postimage", "k1")}     # k2 unchanged: not written
+    recreate(("r1", "z"), ("r2", "w"))          # version 1 again: the version the model consumed
+    fk.run()
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "z", "k2": "w"}
+    assert fk.last_run_log("joined")["mode"] == "fallback"
+    assert fk.output_changes("joined") == {("update_postimage", "k2")}
+    fk.put_right(("r1", "v"))                   # then incremental again, on the new table's changes
+    fk.run()
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "v", "k2": "w"}
+    assert fk.last_run_log("joined")["mode"] == "incremental"
 
 
 def test_model_columns_changed_says_to_full_refresh(project_with, spark):

@@ -57,9 +57,11 @@
   {{ return(known.state) }}
 {% endmacro %}
 
-{#- One input's state as the run keeps it: {'version': v, 'pending': p}, each an int or none. -#}
-{% macro highwater_entry(version, pending) %}
-  {{ return({'version': version | int if version is not none else none, 'pending': pending | int if pending is not none else none}) }}
+{#- One input's state as the run keeps it: {'version': v, 'pending': p, 'commit': c}, v and p an
+    int or none, c the commit_mark of version v, or none (only the commits' notes carry it, not
+    the rows: a run that read the rows, or a retried one, checks no commit). -#}
+{% macro highwater_entry(version, pending, commit=none) %}
+  {{ return({'version': version | int if version is not none else none, 'pending': pending | int if pending is not none else none, 'commit': commit}) }}
 {% endmacro %}
 
 {#- Whether the highwater's commits carry its state (see above). -#}
@@ -87,7 +89,7 @@
   {%- if flags.EMPTY -%}{{ return(none) }}{%- endif -%}  {#- nothing read (run_inputs) -#}
   {%- set rows = {} -%}
   {%- for name, v in run.versions.items() -%}
-    {%- do rows.update({name: {'version': run.highwater.get(name, {}).get('version'), 'pending': v}}) -%}
+    {%- do rows.update({name: {'version': run.highwater.get(name, {}).get('version'), 'pending': v, 'commit': run.highwater.get(name, {}).get('commit')}}) -%}
   {%- endfor -%}
   {% do incremental_joins.write_highwater('pin', rows) %}
 {% endmacro %}
@@ -102,7 +104,8 @@
     {{ return(none) }}
   {%- endif -%}
   {%- set rows = {} -%}
-  {%- for name, v in versions.items() -%}{%- do rows.update({name: {'version': v, 'pending': none}}) -%}{%- endfor -%}
+  {%- set marks = model.get('incremental_joins_commit_marks', {}) -%}
+  {%- for name, v in versions.items() -%}{%- do rows.update({name: {'version': v, 'pending': none, 'commit': marks.get(name)}}) -%}{%- endfor -%}
   {% do incremental_joins.write_highwater('advance', rows) %}
 {% endmacro %}
 
@@ -119,7 +122,7 @@
   {%- if note -%}
     {%- set state = {} if overwrite else known.state.copy() -%}
     {%- for name, row in rows.items() -%}
-      {%- do state.update({name: incremental_joins.highwater_entry(row.version, row.pending)}) -%}
+      {%- do state.update({name: incremental_joins.highwater_entry(row.version, row.pending, row.get('commit'))}) -%}
     {%- endfor -%}
     {%- do known.update({'state': state, 'rows': (0 if overwrite else known.rows) + rows | length}) -%}
   {%- endif -%}

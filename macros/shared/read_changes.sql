@@ -31,7 +31,20 @@
 {% endmacro %}
 
 {% macro latest_version(name) %}
-  {{ return(run_query('describe history ' ~ name ~ ' limit 1').rows[0]['version']) }}
+  {{ return(incremental_joins.newest_commit(name)['version']) }}
+{% endmacro %}
+
+{% macro newest_commit(name) %}
+  {{ return(run_query('describe history ' ~ name ~ ' limit 1').rows[0]) }}
+{% endmacro %}
+
+{#- What tells one commit from another at the same version of a table dropped and created again
+    (begin_run): its operation and its time's seconds and microseconds — not the whole time,
+    which the adapter shows in a time zone (the session's, or the driver's) that may differ
+    between runs, but shifts by whole quarter hours at most. -#}
+{% macro commit_mark(row) %}
+  {%- set at = row['timestamp'] -%}
+  {{ return(row['operation'] ~ ' ' ~ (at.strftime('%S.%f') if at is not string else at)) }}
 {% endmacro %}
 
 

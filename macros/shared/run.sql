@@ -15,13 +15,20 @@
     recorded none) makes the run recompute everything, written change-minimally into the output
     as the automatic fallback writes, so that the output is what the model now says; end_run
     records it (also after a recompute for another reason, e.g. every run of a model with
-    on_missing_history='recompute'). -#}
-{% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false, definition=none) %}
+    on_missing_history='recompute').
+    An input dropped and created again since the last run (a `DROP TABLE` and `CREATE TABLE`, as
+    dbt-spark's `dbt seed` reloads a seed) is another table under the same name, whose versions
+    start again from 0 and may reach the number the model consumed: it is told by its version
+    (below the consumed one) or by its commit at the consumed version, which is not the one the
+    highwater recorded (commit_mark; a `create or replace` keeps the history, so the commit is the
+    same). `on_recreated`: 'recompute' (a table operator) recomputes everything, written
+    change-minimally; 'error' stops the run before anything is written. -#}
+{% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false, definition=none, on_recreated='error') %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
   {% do incremental_joins.create_highwater() %}
   {%- set highwater = incremental_joins.read_highwater() -%}
-  {%- set consumed, versions, commits = {}, {}, {} -%}
+  {%- set consumed, versions, commits, marks, recreated = {}, {}, {}, {}, {} -%}
   {%- for name in input_names | unique -%}
     {%- do consumed.update({name: highwater.get(name, {}).get('version')}) -%}
     {%- set pending = highwater.get(name, {}).get('pending') -%}
@@ -30,13 +37,34 @@
     {%- elif pending is not none and not should_full_refresh() -%}
       {%- do versions.update({name: pending}) -%}
     {%- elif consumed[name] is not none -%}
-      {#- The commits since the last run, read once for the newest version and for the change plan. -#}
+      {#- The commits since the last run, read once for the newest version, for the change plan
+          and for the commit at the consumed version. -#}
       {%- do commits.update({name: incremental_joins.history(name, consumed[name])}) -%}
       {%- do versions.update({name: commits[name][0]['version']}) -%}
+      {%- do marks.update({name: incremental_joins.commit_mark(commits[name][0])}) -%}
+      {%- set was = namespace(mark=none) -%}
+      {%- for r in commits[name] if r['version'] == consumed[name] -%}{%- set was.mark = incremental_joins.commit_mark(r) -%}{%- endfor -%}
+      {%- set recorded = highwater[name].get('commit') -%}
+      {%- if versions[name] < consumed[name] -%}
+        {%- do recreated.update({name: 'it is at version ' ~ versions[name] ~ ', below version ' ~ consumed[name] ~ ' which this model consumed'}) -%}
+      {%- elif recorded is not none and was.mark is not none and was.mark != recorded -%}
+        {%- do recreated.update({name: 'its commit at version ' ~ consumed[name] ~ ', which this model consumed, is another one than it was'}) -%}
+      {%- endif -%}
     {%- else -%}
-      {%- do versions.update({name: incremental_joins.latest_version(name)}) -%}
+      {%- set newest = incremental_joins.newest_commit(name) -%}
+      {%- do versions.update({name: newest['version']}) -%}
+      {%- do marks.update({name: incremental_joins.commit_mark(newest)}) -%}
     {%- endif -%}
   {%- endfor -%}
+  {%- if recreated and not should_full_refresh() and load_cached_relation(this) is not none -%}
+    {%- for name, how in recreated.items() if on_recreated == 'error' -%}
+      {%- set msg -%}
+{{ model.name }}: input {{ name }} was dropped and created again since this model's last run ({{ how }}; dbt-spark's `dbt seed` reloads a seed this way): the rows it held then are gone, so what changed since cannot be read. Run `dbt run --full-refresh --select {{ model.name }}`, or feed the model from a table that is replaced rather than dropped (`create or replace` keeps the Delta history). Nothing was written.
+      {%- endset -%}
+      {{ exceptions.raise_compiler_error(msg) }}
+    {%- endfor -%}
+  {%- endif -%}
+  {%- do model.update({'incremental_joins_commit_marks': marks}) -%}  {#- for advance_highwater -#}
   {#- With pin_state, the state tables are read at a pinned version too, so a retried run starts
       from the state the interrupted run started from. -#}
   {%- set missing_state = [] -%}
@@ -57,6 +85,7 @@
   {#- An input without history is never recorded as consumed: its reason comes first. -#}
   {%- elif none in versions.values() -%}{%- set full_reason = "input without history, on_missing_history='recompute'" -%}
   {%- elif none in consumed.values() or missing_state -%}{%- set full_reason = 'no highwater or state' -%}
+  {%- elif recreated -%}{%- set full_reason = 'input ' ~ recreated.keys() | join(', ') ~ ' was dropped and created again since the last run (' ~ recreated.values() | join('; ') ~ ')' -%}
   {%- elif redefined -%}{%- set full_reason = "the model's definition (its compiled code, its operator config) is not the one its output was built with" -%}
   {%- endif -%}
   {%- do model.update({'incremental_joins_definition': definition, 'incremental_joins_definition_changed': redefined}) -%}
