@@ -291,16 +291,24 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     # Failed before its first write, the pin of its versions included (a run pinned to the bad
     # record would read it again even after the body filters it out).
     assert sorted(spark.sql(f"select * from {stream.schema}.d__ij_highwater").collect(), key=str) == highwater
-    # The stream dropped and created again (another Delta table under its name): which of its
-    # records are new cannot be told, so the run stops before anything is written.
+    # The stream dropped and created again (another Delta table under its name) at a version
+    # below the consumed one: which of its records are new cannot be told, so the run stops
+    # before anything is written.
     spark.sql(f"drop table {stream.schema}.events")
-    spark.sql(f"create table {stream.schema}.events (part string, k string, id string, ts timestamp, kafka_offset bigint) using delta")
-    spark.sql(f"insert into {stream.schema}.events values ('p', 'c', null, timestamp_seconds(3), 0)")
+    spark.sql(f"create table {stream.schema}.events using delta as select 'p' as part, 'c' as k, cast(null as string) as id, "
+              "timestamp_seconds(3) as ts, 0L as kafka_offset")
     message = error_of(stream.run(check=False))
-    assert "d: input" in message and "events was dropped and created again since this model's last run (" in message
-    assert "dbt run --full-refresh --select d" in message and "Nothing was written." in message
+    assert "d: input" in message and "events was dropped and created again since this model's last run (it is at version 0, below version 1" in message
+    assert "Nothing was written: run `dbt run --full-refresh --select d`" in message
     assert stream.forwarded("d") == [0]
     stream.run("--full-refresh")
+    assert [r.k for r in spark.table(f"{stream.schema}.d").collect()] == ["c"]
+    # Reloaded again with the same record, at the version consumed (what `dbt build` does to a
+    # seed on every run): a warning, and the run goes on — an error would stop every such run.
+    spark.sql(f"drop table {stream.schema}.events")
+    spark.sql(f"create table {stream.schema}.events using delta as select 'p' as part, 'c' as k, cast(null as string) as id, "
+              "timestamp_seconds(3) as ts, 0L as kafka_offset")
+    stream.run()
     assert [r.k for r in spark.table(f"{stream.schema}.d").collect()] == ["c"]
 
 

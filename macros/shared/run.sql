@@ -22,8 +22,12 @@
     (below the consumed one) or by its commit at the consumed version, which is not the one the
     highwater recorded (commit_mark; a `create or replace` keeps the history, so the commit is the
     same). `on_recreated`: 'recompute' (a table operator) recomputes everything, written
-    change-minimally; 'error' stops the run before anything is written. -#}
-{% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false, definition=none, on_recreated='error') %}
+    change-minimally; 'warn' (a stream operator, which cannot tell which of the new table's
+    records are new) stops the run before anything is written when the version is below the
+    consumed one, as it did before it could tell, and otherwise warns and reads on from the
+    consumed version (right for a seed reloaded with the same records, which `dbt build` does on
+    every run) — an error there would stop every such run. -#}
+{% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false, definition=none, on_recreated='warn') %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
   {% do incremental_joins.create_highwater() %}
@@ -56,13 +60,18 @@
       {%- do marks.update({name: incremental_joins.commit_mark(newest)}) -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- if recreated and not should_full_refresh() and load_cached_relation(this) is not none -%}
-    {%- for name, how in recreated.items() if on_recreated == 'error' -%}
+  {%- if recreated and not should_full_refresh() and load_cached_relation(this) is not none and on_recreated != 'recompute' -%}
+    {%- for name, how in recreated.items() -%}
       {%- set msg -%}
-{{ model.name }}: input {{ name }} was dropped and created again since this model's last run ({{ how }}; dbt-spark's `dbt seed` reloads a seed this way): the rows it held then are gone, so what changed since cannot be read. Run `dbt run --full-refresh --select {{ model.name }}`, or feed the model from a table that is replaced rather than dropped (`create or replace` keeps the Delta history). Nothing was written.
+{{ model.name }}: input {{ name }} was dropped and created again since this model's last run ({{ how }}; dbt-spark's `dbt seed` reloads a seed this way): the rows it held then are gone, so what changed since cannot be read
       {%- endset -%}
-      {{ exceptions.raise_compiler_error(msg) }}
+      {%- set fix = 'run `dbt run --full-refresh --select ' ~ model.name ~ '`, or feed the model from a table that is replaced rather than dropped (`create or replace` keeps the Delta history)' -%}
+      {%- if versions[name] < consumed[name] -%}
+        {{ exceptions.raise_compiler_error(msg ~ '. Nothing was written: ' ~ fix ~ '.') }}
+      {%- endif -%}
+      {%- do exceptions.warn(msg ~ '. Its records from version ' ~ consumed[name] ~ ' on are read as if it were the table consumed (right when it was reloaded with the same records); if its records changed, ' ~ fix ~ '.') -%}
     {%- endfor -%}
+    {%- do recreated.clear() -%}
   {%- endif -%}
   {%- do model.update({'incremental_joins_commit_marks': marks}) -%}  {#- for advance_highwater -#}
   {#- With pin_state, the state tables are read at a pinned version too, so a retried run starts
