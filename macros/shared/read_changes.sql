@@ -63,12 +63,6 @@
     two versions cannot compare such rows). -#}
 {% macro change_plan(name, from_version, to_version, rows=none, append_new_columns=none, widens=[]) %}
   {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': '', 'added': [], 'columns': none}) }}{%- endif -%}
-  {%- if to_version < from_version -%}
-    {%- set msg -%}
-{{ model.name }}: input {{ name }} is at Delta version {{ to_version }}, older than version {{ from_version }} which this model consumed last: the table was dropped and created again, so its changes cannot be read. Run `dbt run --full-refresh --select {{ model.name }}`.
-    {%- endset -%}
-    {{ exceptions.raise_compiler_error(msg) }}
-  {%- endif -%}
   {%- set rows = rows or incremental_joins.history(name, from_version, to_version) -%}
   {%- set oldest = rows[-1]['version'] -%}
   {%- set state = namespace(cdf=true, reason='', vacuumed=false, first_change=none) -%}

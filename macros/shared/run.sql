@@ -46,12 +46,11 @@
       {%- do commits.update({name: incremental_joins.history(name, consumed[name])}) -%}
       {%- do versions.update({name: commits[name][0]['version']}) -%}
       {%- do marks.update({name: incremental_joins.commit_mark(commits[name][0])}) -%}
-      {%- set was = namespace(mark=none) -%}
-      {%- for r in commits[name] if r['version'] == consumed[name] -%}{%- set was.mark = incremental_joins.commit_mark(r) -%}{%- endfor -%}
+      {%- set was = commits[name] | selectattr('version', 'equalto', consumed[name]) | list -%}
       {%- set recorded = highwater[name].get('commit') -%}
       {%- if versions[name] < consumed[name] -%}
         {%- do recreated.update({name: 'it is at version ' ~ versions[name] ~ ', below version ' ~ consumed[name] ~ ' which this model consumed'}) -%}
-      {%- elif recorded is not none and was.mark is not none and was.mark != recorded -%}
+      {%- elif recorded is not none and was and incremental_joins.commit_mark(was[0]) != recorded -%}
         {%- do recreated.update({name: 'its commit at version ' ~ consumed[name] ~ ', which this model consumed, is another one than it was'}) -%}
       {%- endif -%}
     {%- else -%}
