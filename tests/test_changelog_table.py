@@ -236,6 +236,37 @@ def test_expired_tombstones_are_purged_and_stop_blocking_older_events(scratch_pr
     assert cl.output() == {"1": ("ann-late", 3), "2": ("bobby", 2)}
 
 
+def test_commit_times_and_run_times_keep_their_instant_whatever_the_time_zones(scratch_project, spark, monkeypatch):
+    """A commit's time read from `describe history` comes back from the connection as a naive
+    time in some zone — the dbt process's under the `session` method (PySpark's collect), the
+    session's over Thrift — and must be written back as a literal of the same instant. Written as
+    it was, in a dbt process in Tokyo with a New York session, the tombstone retention (1 hour)
+    counted from 14 hours after the commit: the tombstone was purged at once, and an older event
+    arriving later brought the deleted key back. The run log's start, taken in UTC, was written
+    as a New York time: five hours after the run's end."""
+    ny = "pre_hook=\"set spark.sql.session.timeZone = America/New_York\", post_hook=\"set spark.sql.session.timeZone = UTC\""
+    body = MODELS["customers"].replace("arrival_order='kafka_offset'", f"arrival_order='kafka_offset', tombstone_retention='1 hour', {ny}")
+    cl = ChangelogProject.create(scratch_project, spark, models={"customers": body})
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        cl.append(("1", "ann", "c", 1, 0), ("1", None, "d", 5, 1), ("2", "bob", "c", 1, 2))
+        cl.run()
+        cl.append(("2", "bobby", "u", 2, 3))
+        cl.run()
+        deleted = spark.table(f"{cl.schema}.customers__ij_sequences").where("__ij_deleted").collect()
+        assert [r.id for r in deleted] == ["1"]
+        cl.append(("1", "ann-late", "u", 3, 4))     # older than the delete, within the retention
+        cl.run()
+        assert cl.output() == {"2": ("bobby", 2)}
+        log = cl.last_run()
+        elapsed = (log["finished_at"] - log["started_at"]).total_seconds()
+        assert 0 <= elapsed <= log["duration_s"] + 5, log
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_events_of_recent_keys_leave_the_older_output_files_unread(cl):
     """The output MERGE is bounded by the run's keys' least and greatest value as literals (Delta
     prunes a MERGE's target files by nothing else): events for keys a recent run inserted read

@@ -58,7 +58,7 @@
   {% call statement('log_run') -%}
     insert into {{ incremental_joins.run_log_relation() }} values (
       '{{ invocation_id }}', '{{ model.name }}', '{{ this }}', '{{ operator }}',
-      timestamp'{{ started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}', current_timestamp(), {{ duration }},
+      {{ incremental_joins.timestamp_literal(modules.pytz.utc.localize(started_at)) }}, current_timestamp(), {{ duration }},
       '{{ stats.mode }}', {{ incremental_joins.string_literal(stats.get('fallback_reason') or none) }},
       '{{ tojson(stats.versions_read) }}', {{ values | join(', ') }}
     )

@@ -205,6 +205,22 @@
   {{ return('null' if value is none else "'" ~ value | string | replace('\\', '\\\\') | replace("'", "\\'") | replace('${', "$' '{") ~ "'") }}
 {% endmacro %}
 
+{#- A timestamp a query returned (a commit's time from `describe history`) as a literal of the same
+    instant. A value with a zone is written with its offset. A naive one is a wall-clock time in
+    the zone the connection renders timestamps in: the dbt process's own under the `session`
+    method (PySpark's collect), the session's over Thrift or HTTP — which a macro cannot tell
+    apart. So the connection renders the instant the value names in UTC, and the difference is
+    that zone's offset there. Written as it was, in a dbt process in Tokyo with a New York
+    session, changelog_table's tombstone retention counted from 14 hours after the commit. -#}
+{% macro timestamp_literal(value) %}
+  {%- if value.tzinfo is not none -%}{{ return("timestamp'" ~ value.isoformat(' ') ~ "'") }}{%- endif -%}
+  {%- set epoch = modules.datetime.datetime(1970, 1, 1) -%}
+  {%- set d = value - epoch -%}
+  {%- set micros = (d.days * 86400 + d.seconds) * 1000000 + d.microseconds -%}
+  {%- set o = incremental_joins.scalar('select timestamp_micros(' ~ micros ~ ')') - value -%}
+  {{ return(incremental_joins.typed_literal(micros - (o.days * 86400 + o.seconds) * 1000000 - o.microseconds, 'timestamp')) }}
+{% endmacro %}
+
 {#- Rows read to the driver (values as strings or none) as a query: `select ... from values`,
     each column cast to its type. A few rows inlined this way are a constant: no statement that
     reads them reads the table they came from. -#}

@@ -18,7 +18,7 @@
   {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'from': from_version, 'to': to_version, 'to_timestamp': 'cast(null as timestamp)'}) }}{%- endif -%}
   {%- set rows = run.commits.get(name) or incremental_joins.history(name, from_version, to_version) -%}
   {%- set at = rows | selectattr('version', 'equalto', to_version) | first -%}
-  {%- set to_timestamp = "timestamp'" ~ at['timestamp'].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'" -%}
+  {%- set to_timestamp = incremental_joins.timestamp_literal(at['timestamp']) -%}
   {%- set start = from_version if from_version is not none else -1 -%}
   {%- if start == -1 and rows[-1]['version'] != 0 -%}
     {{ return({'mode': 'snapshot', 'from': none, 'to': to_version, 'to_timestamp': to_timestamp}) }}
