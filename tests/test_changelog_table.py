@@ -3,8 +3,11 @@ tests/reference.py over random run boundaries, crash-and-rerun, full refresh, an
 
 from __future__ import annotations
 
+import datetime
+import json
 import random
 import time
+import zoneinfo
 from contextlib import ExitStack
 
 import pytest
@@ -265,6 +268,41 @@ def test_commit_times_and_run_times_keep_their_instant_whatever_the_time_zones(s
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+# Wall-clock times in New York around both daylight-saving changes of 2026, and in summer.
+NEW_YORK_TIMES = {"spring_after": (2026, 3, 8, 3, 30), "fall_before": (2026, 11, 1, 0, 30),
+                  "fall_after": (2026, 11, 1, 3, 30), "summer": (2026, 7, 1, 12, 0, 0, 250000)}
+TIMES_PROBE = """
+{% macro probe_times(times) %}
+  {%- do run_query('set spark.sql.session.timeZone = America/New_York') -%}
+  {%- set rows = [] -%}
+  {%- for name, parts in times.items() -%}
+    {%- do rows.append('select ' ~ incremental_joins.string_literal(name) ~ ' as name, ' ~ incremental_joins.timestamp_literal(modules.datetime.datetime(*parts)) ~ ' as t') -%}
+  {%- endfor -%}
+  {%- do run_query('create or replace table ' ~ target.schema ~ '.probe_times using delta as ' ~ rows | join(' union all ')) -%}
+  {%- do run_query('set spark.sql.session.timeZone = UTC') -%}
+{% endmacro %}
+"""
+
+
+def test_a_naive_time_is_the_instant_the_connection_shows_as_it(scratch_project, spark, monkeypatch):
+    """timestamp_literal: a naive time from a query is the instant the connection renders so —
+    here in New York, as both the dbt process (the `session` method renders in it) and the session
+    (Thrift renders in it) are — also where the zone's offset differs between that instant and
+    the one the value names read as UTC (hours after a daylight-saving change)."""
+    project = scratch_project({"macros/probe_times.sql": TIMES_PROBE})
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        project.invoke("run-operation", "probe_times", "--args", json.dumps({"times": NEW_YORK_TIMES}))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    zone = zoneinfo.ZoneInfo("America/New_York")
+    expected = {name: int(datetime.datetime(*parts, tzinfo=zone).timestamp() * 1000000) for name, parts in NEW_YORK_TIMES.items()}
+    rows = spark.sql(f"select name, unix_micros(t) as micros from {project.schema}.probe_times").collect()
+    assert {r.name: r.micros for r in rows} == expected
 
 
 def test_events_of_recent_keys_leave_the_older_output_files_unread(cl):

@@ -209,16 +209,28 @@
     instant. A value with a zone is written with its offset. A naive one is a wall-clock time in
     the zone the connection renders timestamps in: the dbt process's own under the `session`
     method (PySpark's collect), the session's over Thrift or HTTP — which a macro cannot tell
-    apart. So the connection renders the instant the value names in UTC, and the difference is
-    that zone's offset there. Written as it was, in a dbt process in Tokyo with a New York
-    session, changelog_table's tombstone retention counted from 14 hours after the commit. -#}
+    apart (`target` has no `method`). So the connection renders the instant the value names read
+    as UTC: shown as the value, that is the instant (a UTC zone: one query); else shown moved by
+    the zone's offset there, and the instant is the value moved back by it — checked once more,
+    as the offset can differ between the two instants around a daylight-saving change. Written
+    as it was, in a dbt process in Tokyo with a New York session, changelog_table's tombstone
+    retention counted from 14 hours after the commit. -#}
 {% macro timestamp_literal(value) %}
   {%- if value.tzinfo is not none -%}{{ return("timestamp'" ~ value.isoformat(' ') ~ "'") }}{%- endif -%}
-  {%- set epoch = modules.datetime.datetime(1970, 1, 1) -%}
-  {%- set d = value - epoch -%}
-  {%- set micros = (d.days * 86400 + d.seconds) * 1000000 + d.microseconds -%}
-  {%- set o = incremental_joins.scalar('select timestamp_micros(' ~ micros ~ ')') - value -%}
-  {{ return(incremental_joins.typed_literal(micros - (o.days * 86400 + o.seconds) * 1000000 - o.microseconds, 'timestamp')) }}
+  {%- set as_utc = incremental_joins.epoch_micros(value) -%}
+  {%- set guess = namespace(micros=as_utc) -%}
+  {%- for _ in range(3) -%}
+    {%- set shown = incremental_joins.scalar('select timestamp_micros(' ~ guess.micros ~ ')') -%}
+    {%- if shown == value -%}{%- break -%}{%- endif -%}
+    {%- set guess.micros = as_utc - (incremental_joins.epoch_micros(shown) - guess.micros) -%}
+  {%- endfor -%}
+  {{ return(incremental_joins.typed_literal(guess.micros, 'timestamp')) }}
+{% endmacro %}
+
+{#- Microseconds from 1970-01-01 00:00 to a naive datetime's wall-clock time. -#}
+{% macro epoch_micros(value) %}
+  {%- set d = value - modules.datetime.datetime(1970, 1, 1) -%}
+  {{ return((d.days * 86400 + d.seconds) * 1000000 + d.microseconds) }}
 {% endmacro %}
 
 {#- Rows read to the driver (values as strings or none) as a query: `select ... from values`,

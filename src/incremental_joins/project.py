@@ -14,7 +14,7 @@ class DbtCommandFailed(RuntimeError):
     def __init__(self, args: list[str], result: dbtRunnerResult) -> None:
         self.result = result
         messages = [
-            f"{r.node.name}: {r.message}"
+            f"{r.node.name}: {r.message}" if getattr(r, "node", None) else str(r.message)
             for r in getattr(result.result, "results", None) or []
             if str(r.status) in ("error", "fail")
         ]
