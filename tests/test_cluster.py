@@ -1,5 +1,5 @@
-"""The local cluster of thrift mode (src/incremental_joins/cluster.py): it answers SQL, listens on
-loopback only, and a test run that fails still leaves nothing running."""
+"""The local cluster of thrift mode (src/incremental_joins/cluster.py): it answers SQL in ANSI mode,
+listens on loopback only, and a test run that fails still leaves nothing running."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ def test_failing_run_stops_the_cluster_which_listened_on_loopback_only(tmp_path)
     assert done.returncode == 1 and "deliberate failure" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     probe = json.loads(out.read_text())
     assert probe["two"] == 2
+    assert probe["ansi"] == "true"      # Spark 4's default; the embedded session runs without it
     assert set(probe["processes"]) == {"master", "worker", "thriftserver"}
     ports = probe["listening"]
     assert ports and all(address.startswith("127.0.0.1:") for address in ports), ports

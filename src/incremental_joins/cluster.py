@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pyspark.find_spark_home import _find_spark_home
 
-from incremental_joins.runtime import RuntimePaths, RuntimeSetupError, check_java, session_conf
+from incremental_joins.runtime import RuntimePaths, RuntimeSetupError, check_java, extra_conf, session_conf
 
 LOOPBACK = "127.0.0.1"
 THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
@@ -135,6 +135,10 @@ class Cluster:
     def _thrift_server_command(self) -> list[str]:
         paths = RuntimePaths(self.home)
         conf = session_conf(paths)
+        # ANSI mode, the default of Spark 4, Databricks SQL and Databricks Runtime 17+, where the
+        # embedded session keeps it off (Spark 3's, older runtimes'): the tests' two modes run the
+        # package under both.
+        conf["spark.sql.ansi.enabled"] = extra_conf().get("spark.sql.ansi.enabled", "true")
         conf.update({
             "spark.master": self.master_url,
             "spark.app.name": "incremental_joins thrift server",
