@@ -24,7 +24,7 @@
     {%- call statement('main') -%}select 'no new change events' as outcome{%- endcall -%}
     {%- set stats = {'mode': 'incremental'} -%}
   {%- else -%}
-    {%- set cutoff = plan.to_timestamp ~ ' - ' ~ cfg.tombstone_retention -%}
+    {%- set cutoff = (plan.to_timestamp or incremental_joins.timestamp_literal(plan.to_time)) ~ ' - ' ~ cfg.tombstone_retention -%}
     {%- set stats = incremental_joins.changelog_write(cfg, events, run, sequences, cutoff, columns) -%}
   {%- endif -%}
   {%- do incremental_joins.end_run('changelog_table', started_at, stats, run) -%}

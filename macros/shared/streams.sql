@@ -5,7 +5,9 @@
 {#- How to read the records of input `name` this run reads (begin_run's `run`): those of
     (consumed version, pinned version], or on a full recompute every record the input holds.
     {'mode': 'unchanged' | 'cdf' | 'diff' | 'snapshot', 'from': v, 'to': v,
-    'to_timestamp': commit time of `to` as an SQL literal}. From the Change Data Feed when it
+    'to_time': commit time of `to` as the connection gave it, 'to_timestamp': as an SQL literal
+    (timestamp_literal, a query) — only when the records are not read from the feed, which gives
+    each its own; a caller that needs it then makes it from `to_time`}. From the Change Data Feed when it
     covers the range (each record then has its own commit version); otherwise the difference of
     two versions, or the whole snapshot, whose records all count as arriving at `to_version`.
     Reads the input's history once, from the consumed version on (begin_run's read, if it made
@@ -17,15 +19,15 @@
   {%- if to_version is none -%}{{ return({'mode': 'snapshot', 'from': none, 'to': none, 'to_timestamp': 'current_timestamp()'}) }}{%- endif -%}
   {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'from': from_version, 'to': to_version, 'to_timestamp': 'cast(null as timestamp)'}) }}{%- endif -%}
   {%- set rows = run.commits.get(name) or incremental_joins.history(name, from_version, to_version) -%}
-  {%- set at = rows | selectattr('version', 'equalto', to_version) | first -%}
-  {%- set to_timestamp = incremental_joins.timestamp_literal(at['timestamp']) -%}
+  {%- set at = (rows | selectattr('version', 'equalto', to_version) | first)['timestamp'] -%}
   {%- set start = from_version if from_version is not none else -1 -%}
   {%- if start == -1 and rows[-1]['version'] != 0 -%}
-    {{ return({'mode': 'snapshot', 'from': none, 'to': to_version, 'to_timestamp': to_timestamp}) }}
+    {{ return({'mode': 'snapshot', 'from': none, 'to': to_version, 'to_time': at, 'to_timestamp': incremental_joins.timestamp_literal(at)}) }}
   {%- endif -%}
   {%- set plan = incremental_joins.change_plan(name, start, to_version, rows, append_new_columns, widens) -%}
   {%- set mode = 'snapshot' if start == -1 and plan.mode == 'diff' else plan.mode -%}
-  {{ return({'mode': mode, 'from': start, 'to': to_version, 'to_timestamp': to_timestamp, 'added': plan.added, 'columns': plan.columns}) }}
+  {{ return({'mode': mode, 'from': start, 'to': to_version, 'to_time': at, 'to_timestamp': none if mode == 'cdf' else incremental_joins.timestamp_literal(at),
+             'added': plan.added, 'columns': plan.columns}) }}
 {% endmacro %}
 
 {#- The records of the plan: the input's columns plus _ij_commit_version and _ij_commit_timestamp. -#}
