@@ -206,6 +206,16 @@ class FkJoinProject:
         return max(h.version for h in history if h.timestamp <= when)
 
 
+def random_seeds(*default: int) -> list[int]:
+    """The seeds a randomized test runs: its own (CI's), or those of INCREMENTAL_JOINS_RANDOM_SEEDS
+    (comma-separated, e.g. `21,22,23`) to try more random histories than CI has time for."""
+    given = os.environ.get("INCREMENTAL_JOINS_RANDOM_SEEDS", "").replace(",", " ").split()
+    if given and not all(s.lstrip("-").isdigit() for s in given):
+        raise ValueError(f"INCREMENTAL_JOINS_RANDOM_SEEDS={os.environ['INCREMENTAL_JOINS_RANDOM_SEEDS']!r}: "
+                         "write whole numbers separated by commas, e.g. 21,22,23")
+    return [int(s) for s in given] or list(default)
+
+
 # The steps a run can be stopped at (macro inject_failure), in the order a run reaches them.
 CRASH_STEPS = ["after_output_merge", "after_index_merge", "before_highwater"]
 

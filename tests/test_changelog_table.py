@@ -14,7 +14,7 @@ import pytest
 
 import reference
 from changelog_harness import MODELS, ChangelogProject
-from fk_join_harness import CRASH_STEPS, error_of, failing_at, files_hidden, merge_metrics, sources_yml, sql_literal
+from fk_join_harness import CRASH_STEPS, error_of, failing_at, files_hidden, merge_metrics, random_seeds, sources_yml, sql_literal
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ class Changelog:
         return out
 
 
-@pytest.mark.parametrize("seed", [3])
+@pytest.mark.parametrize("seed", random_seeds(3))
 def test_random_changelogs_over_random_runs_match_the_reference(scratch_project, spark, seed):
     """Keyed by bigint (negative, beyond int, the type's extremes; the crash test below by string):
     each run's affected keys bound the output's MERGE as literals of the key's type."""

@@ -9,7 +9,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import CRASH_STEPS, error_of, failing_at, sources_yml, sql_literal, tblproperties
+from fk_join_harness import CRASH_STEPS, error_of, failing_at, random_seeds, sources_yml, sql_literal, tblproperties
 
 BODY = "select * from {{ incremental_joins.stream(source('t', 'events')) }}"
 COMMON = "event_time='ts', arrival_order='kafka_offset', partition_by='part'"
@@ -193,7 +193,7 @@ def random_records(rng: random.Random, n: int, values: tuple = STRING_VALUES) ->
     return out
 
 
-@pytest.mark.parametrize("seed", [5])
+@pytest.mark.parametrize("seed", random_seeds(5))
 def test_random_streams_match_the_reference_whatever_the_run_split(scratch_project, spark, seed):
     rng = random.Random(seed)
     models = {name: f"{{{{ config(materialized='deduplicate', {cfg}, interval='10 seconds', {COMMON}) }}}}\n{BODY}"

@@ -13,7 +13,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of, failing_at, runnable_models
+from fk_join_harness import CRASH_STEPS, FkJoinProject, MODELS, error_of, failing_at, random_seeds, runnable_models
 
 # Per key type: left keys, right keys, a foreign key no right row has, and a right key no left row
 # references.
@@ -78,7 +78,7 @@ class World:
         return reference.foreign_key_join(self.left, self.right, join_type, output_key)
 
 
-@pytest.mark.parametrize("seed", [7])
+@pytest.mark.parametrize("seed", random_seeds(7))
 def test_random_changes_over_random_runs_match_the_reference(scratch_project, spark, seed):
     rng = random.Random(seed)
     fk = FkJoinProject.create(scratch_project, spark, models=RANDOM_MODELS, key_type="bigint")

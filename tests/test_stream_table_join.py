@@ -9,7 +9,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import error_of, failing_at, sources_yml, sql_literal, tblproperties
+from fk_join_harness import error_of, failing_at, random_seeds, sources_yml, sql_literal, tblproperties
 
 # The table `prices` (product, price, valid_from, deleted): one row per product; a version is a
 # row's state after a commit, `deleted` marks a tombstone at its valid_from. The stream `orders`
@@ -261,7 +261,7 @@ def random_history(rng: random.Random, runs: int) -> list:
     return out
 
 
-@pytest.mark.parametrize("seed", [11])
+@pytest.mark.parametrize("seed", random_seeds(11))
 def test_randomized_against_reference(scratch_project, spark, seed):
     """Random interleavings over random run boundaries equal the record-at-a-time reference
     after every run (table changes of a run first); then a full refresh replays the same runs."""
