@@ -13,7 +13,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import CRASH_STEPS, FkJoinProject, MODELS, error_of, failing_at, random_seeds, runnable_models
+from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of, failing_at, random_seeds, runnable_models
 
 # Per key type: left keys, right keys, a foreign key no right row has, and a right key no left row
 # references.
