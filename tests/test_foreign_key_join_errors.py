@@ -146,6 +146,30 @@ def test_duplicate_keys_in_an_input_fail_before_anything_is_written(project_with
     assert fk.output_version("joined") == version
 
 
+# A null key (any part of it) is refused like a duplicate: an equality never matches it, so an
+# outer join's run could not find a right row keyed null again, and a full refresh listed it.
+@pytest.mark.parametrize("config", [{}, {"full_recompute_above": "10"}], ids=["full_recompute", "incremental"])
+def test_null_keys_in_an_input_fail_before_anything_is_written(project_with, spark, config):
+    fk = project_with(left_key="['k', 'fk']", **config)
+    spark.sql(f"insert into {fk.schema}.lhs values ('k1', 'a', 'r1'), ('k2', 'b', null)")
+    fk.put_right(("r1", "x"))
+    message = error_of(fk.run(check=False))
+    assert "joined: input" in message and "lhs has rows whose key, config 'left_key' (k, fk), is null: k=k2, fk=null (1 rows)" in message
+    assert "where k is not null and fk is not null" in message and "Nothing was written" in message
+    assert not spark.catalog.tableExists(f"{fk.schema}.joined")
+
+    spark.sql(f"delete from {fk.schema}.lhs where k = 'k2'")
+    fk.run()
+    version = fk.output_version("joined")
+    # Two right rows keyed null (one group of two) and a duplicate key: the null key is named.
+    spark.sql(f"insert into {fk.schema}.rhs values (null, 'y'), (null, 'z'), ('r1', 'again')")
+    message = error_of(fk.run(check=False))
+    assert "rhs has rows whose key, config 'right_key' (rk), is null: rk=null (2 rows)." in message
+    assert "duplicate" not in message
+    assert fk.output_version("joined") == version
+    assert {r.k: r.rv for r in spark.table(f"{fk.schema}.joined").collect()} == {"k1": "x"}
+
+
 def test_input_without_history_is_an_error_unless_recompute_is_chosen(project_with, spark):
     fk = project_with()
     spark.sql(f"create or replace view {fk.schema}.lhs_view as select * from {fk.schema}.lhs")

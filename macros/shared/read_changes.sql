@@ -256,27 +256,40 @@
   {{ return('select distinct ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ incremental_joins.table_change_rows(name, plan, from_version, to_version) ~ ') as changed') }}
 {% endmacro %}
 
-{#- Fails, before anything is written, when an input meant to have a unique key has duplicates.
+{#- Fails, before anything is written, when an input meant to have a unique key has a row whose
+    key is null (any part: an equality never matches it, so an outer join's incremental run could
+    not find such a right row, and Kafka Streams' tables drop null keys; two such rows would share
+    one output key) or duplicates.
     `checks`: (input name, key columns, rows_sql, config key) each — the changed rows, or the
     whole table on a full recompute. One statement for all (see one_row: the checks' scans run side
-    by side); the first check with duplicates fails, naming up to three of its keys. -#}
+    by side); the first check with either fails, naming up to three of its keys, null ones first. -#}
 {% macro assert_unique_keys(checks) %}
   {%- set parts = [] -%}
   {%- for name, keys, rows_sql, config_key in checks -%}
-    {%- set shown = [] -%}
-    {%- for k in keys -%}{%- do shown.append('cast(' ~ adapter.quote(k) ~ ' as string)') -%}{%- endfor -%}
+    {%- set shown, null_part = [], [] -%}
+    {%- for k in keys -%}
+      {%- do shown.append('cast(' ~ adapter.quote(k) ~ ' as string)') -%}
+      {%- do null_part.append(adapter.quote(k) ~ ' is null') -%}
+    {%- endfor -%}
+    {%- set has_null = '(' ~ null_part | join(' or ') ~ ')' -%}
     {%- do parts.append('select to_json(collect_list(array(' ~ shown | join(', ') ~ ', __ij_n))) from (select '
-          ~ incremental_joins.column_list(keys) ~ ', cast(count(*) as string) as __ij_n from (' ~ rows_sql ~ ') as r group by all having count(*) > 1 limit 3) as d') -%}
+          ~ incremental_joins.column_list(keys) ~ ', cast(count(*) as string) as __ij_n from (' ~ rows_sql ~ ') as r group by all having count(*) > 1 or '
+          ~ has_null ~ ' order by ' ~ has_null ~ ' desc limit 3) as d') -%}
   {%- endfor -%}
   {%- set row = run_query(incremental_joins.one_row(parts)).rows[0] -%}
   {%- for name, keys, rows_sql, config_key in checks -%}
-    {%- set samples = [] -%}
+    {%- set samples, nulls = [], [] -%}
     {%- for values in fromjson(row[loop.index0]) -%}
       {%- set shown = [] -%}
       {%- for k in keys -%}{%- do shown.append(k ~ '=' ~ ('null' if values[loop.index0] is none else values[loop.index0])) -%}{%- endfor -%}
-      {%- do samples.append(shown | join(', ') ~ ' (' ~ values[-1] ~ ' rows)') -%}
+      {%- do (nulls if none in values[:-1] else samples).append(shown | join(', ') ~ ' (' ~ values[-1] ~ ' rows)') -%}
     {%- endfor -%}
-    {%- if samples -%}
+    {%- if nulls -%}
+      {%- set msg -%}
+{{ model.name }}: input {{ name }} has rows whose key, config '{{ config_key }}' ({{ keys | join(', ') }}), is null: {{ nulls | join('; ') }}. A table input needs a key in every row (a null never equals a foreign key): filter those rows out upstream (e.g. in a model that selects the input where {{ keys | join(' is not null and ') }} is not null), or set '{{ config_key }}' to columns that are never null. Nothing was written.
+      {%- endset -%}
+      {{ exceptions.raise_compiler_error(msg) }}
+    {%- elif samples -%}
       {%- set msg -%}
 {{ model.name }}: input {{ name }} has duplicate values of config '{{ config_key }}' ({{ keys | join(', ') }}): {{ samples | join('; ') }}. A table input needs one row per key: deduplicate it upstream (e.g. with changelog_table or deduplicate), or set '{{ config_key }}' to the columns that are unique. Nothing was written.
       {%- endset -%}
