@@ -121,7 +121,8 @@ class StreamTableJoin:
         self.buffer: list = []           # (ts, key, arrival, record)
         self.arrivals = 0
         self.emitted: list = []
-        self.ignored_changes = 0
+        self.ignored_changes = 0         # older than the horizon
+        self.null_key_changes = 0
 
     def horizon(self) -> Optional[float]:
         if self.retention is None or self.table_time is None:
@@ -129,6 +130,9 @@ class StreamTableJoin:
         return self.table_time - self.retention
 
     def apply(self, key, ts: float, value) -> None:
+        if key is None:   # Kafka Streams' table source drops it: no version, no table time
+            self.null_key_changes += 1
+            return
         if self.retention is None:
             self.latest_arrived[key] = value
             return

@@ -234,8 +234,8 @@ KEYS = {"a": -2**63, "b": 2**33 + 5, "c": 2**63 - 1, "d": 0}
 
 def random_history(rng: random.Random, runs: int) -> list:
     """Runs of (table commits, stream commits) with time moving forward: table changes up to 80 s
-    old (some beyond the horizon) and tombstones; records up to 40 s old (some late), null keys,
-    null values. Whatever the seed, the middle run ends its table commits with a change of `a`
+    old (some beyond the horizon), tombstones and changes keyed null far ahead; records up to 40 s
+    old (some late), null keys, null values. Whatever the seed, the middle run ends its table commits with a change of `a`
     older than the table's newest time by more than the models' retention, behind the horizon
     (ignored by the versioned models; the unversioned one takes it as `a`'s latest value)."""
     a, b, c, d = KEYS.values()
@@ -247,7 +247,9 @@ def random_history(rng: random.Random, runs: int) -> list:
             now += rng.randint(0, 15)
             keys = rng.sample([a, b, c], rng.randint(1, 3))
             table_commits.append([(k, now + rng.randint(-80, 10), None if rng.random() < 0.15 else f"{k}{rng.randint(0, 99)}") for k in keys])
-        newest = max([newest] + [ts for commit in table_commits for _, ts, _ in commit])
+            if rng.random() < 0.3:   # a null key far ahead: dropped, the horizon stays
+                table_commits[-1].append((None, now + rng.randint(100, 300), "n"))
+        newest = max([newest] + [ts for commit in table_commits for k, ts, _ in commit if k is not None])
         if run == runs // 2:
             if not newest:   # no table time yet: one first, so that there is a horizon
                 newest = now
@@ -277,9 +279,33 @@ def test_randomized_against_reference(scratch_project, spark, seed):
         for name in RANDOM_MODELS:
             assert j.output(name) == j.expected(name), f"seed {seed}, {name}, run {i + 1}"
     assert any(r.ignored_changes for r in refs.values()), "the history never exercised the horizon"
+    assert any(r.null_key_changes for r in refs.values()), "the history had no table change keyed null"
     j.run("--full-refresh")
     for name in RANDOM_MODELS:
         assert j.output(name) == j.expected(name), f"seed {seed}, {name}, full refresh"
+
+
+def test_a_table_change_keyed_null_is_dropped_and_moves_no_time(scratch_project, spark):
+    """Kafka Streams' table source drops a record with a null key before the versioned store
+    sees it: it is no version and does not move the table time, so the horizon stays put."""
+    j = Join(scratch_project, spark, {"nk_left": model("left", "100 seconds", None),
+                                      "nk_inner": model("inner", "100 seconds", None)})
+    j.table((None, 500, "n500"))   # had it counted, the horizon would be 400 and p@10 ignored
+    j.table(("p", 10, "p10"))
+    j.stream(("p", 20, "1"), (None, 30, "1"))   # offsets 0, 1
+    j.run()
+    # By hand: table time 10, horizon -90; p@10 is a version; record 0 (p@20) sees p10; record 1
+    # (null key) is emitted unmatched by the left join and dropped by the inner one.
+    assert j.output("nk_left") == {0: "p10", 1: None}
+    assert j.output("nk_inner") == {0: "p10"}
+    assert [(r["product"], int(r["__ij_ts"].timestamp())) for r in j.state("nk_left", "history")] == [("p", 10)]
+    clock = j.state("nk_left", "clock")[0]
+    assert int(clock["table_time"].timestamp()) == 10 and int(clock["horizon"].timestamp()) == -90
+    # Ignored: the null-keyed change (both), and the inner join's null-key record.
+    log = {r.model: r.ignored_records for r in spark.sql(f"select model, ignored_records from {j.schema}.incremental_joins_run_log").collect()}
+    assert log == {"nk_left": 1, "nk_inner": 2}
+    j.run("--full-refresh")
+    assert j.output("nk_left") == {0: "p10", 1: None} and j.output("nk_inner") == {0: "p10"}
 
 
 def test_crash_and_rerun(scratch_project, spark):

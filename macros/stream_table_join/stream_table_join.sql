@@ -137,8 +137,11 @@
 {#- The table's changes in this run's range, one per key and commit (an overwrite's delete and
     re-insert of a key count as its new row): the table's columns plus __ij_ts (the change's
     timestamp: table_time; a hard delete's is its commit time), __ij_tomb, __ij_cv (commit),
-    __ij_run (cut) and __ij_accepted (false for a change older than the horizon at its arrival;
-    within one commit, changes count as arriving in timestamp order). -#}
+    __ij_run (cut) and __ij_accepted (false for a change older than the horizon at its arrival,
+    within one commit, changes count as arriving in timestamp order; and for a change whose key
+    has a null part: no stream record's key equals it, and Kafka Streams' table source drops a
+    null-key record before the versioned store sees its time, so it neither enters the history
+    nor moves the table time and the horizon). -#}
 {% macro stj_table_changes(cfg, name, plan, cuts, tst0) %}
   {%- set ts = cfg.table_time and incremental_joins.time_column('table_time', cfg.table_time, incremental_joins.query_schema('select * from ' ~ name), 'the table input ' ~ name, 'c') -%}
   {%- set deleted = 'coalesce(' ~ cfg.table_deleted ~ ', false)' if cfg.table_deleted else 'false' -%}
@@ -170,10 +173,13 @@
       {%- endset -%}
     {%- endif -%}
   {%- endif -%}
-  {%- set earlier = 'greatest(' ~ tst0 ~ ', max(__ij_ts) over (order by __ij_cv range between unbounded preceding and 1 preceding))' -%}
+  {%- set null_key = [] -%}
+  {%- for k in cfg.table_key -%}{%- do null_key.append(adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
+  {%- set keyed = 'not (' ~ null_key | join(' or ') ~ ')' -%}
+  {%- set earlier = 'greatest(' ~ tst0 ~ ', max(case when ' ~ keyed ~ ' then __ij_ts end) over (order by __ij_cv range between unbounded preceding and 1 preceding))' -%}
   {%- set changes -%}
     select c.*, {{ incremental_joins.stj_cut_of(cuts, 'table', 'c.__ij_cv') }} as __ij_run,
-      {{ ('coalesce(c.__ij_ts >= ' ~ earlier ~ ' - ' ~ cfg.retention.sql ~ ', true)') if cfg.retention else 'true' }} as __ij_accepted
+      {{ keyed }}{{ (' and coalesce(c.__ij_ts >= ' ~ earlier ~ ' - ' ~ cfg.retention.sql ~ ', true)') if cfg.retention else '' }} as __ij_accepted
     from ({{ raw }}) as c
   {%- endset -%}
   {{ return(incremental_joins.stage('changes', changes)) }}
@@ -343,7 +349,7 @@
          'select count(*) from ' ~ flow.emitted, 'select count_if(__ij_drop) from ' ~ flow.records,
          'select count(*), count_if(not __ij_accepted) from ' ~ flow.changes,
          'select 0, 0' if full else 'select (select count(*) from ' ~ st.history ~ '), ' ~ ('(select count(*) from ' ~ st.buffer ~ ')' if cfg.grace else '0')],
-        [incremental_joins.rows_check(flow.changes, '__ij_ts is null', 'input ' ~ inputs.table ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.'),
+        [incremental_joins.rows_check(flow.changes, '__ij_ts is null and __ij_accepted', 'input ' ~ inputs.table ~ " has {n} changed rows with a null table_time ('" ~ cfg.table_time ~ "')", 'Each table change needs its timestamp: fill it upstream.'),
          incremental_joins.rows_check(flow.records, '__ij_ts is null and not __ij_drop', 'the stream input ' ~ inputs.stream ~ " has {n} records with a null event time ('" ~ cfg.event_time ~ "')", 'Every record needs an event time: fill it upstream.')]) -%}
   {%- set existing = none if full else incremental_joins.assert_output_columns(output_columns, cfg) -%}
   {%- do incremental_joins.assert_contract(rows) -%}
