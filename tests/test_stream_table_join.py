@@ -308,6 +308,33 @@ def test_a_table_change_keyed_null_is_dropped_and_moves_no_time(scratch_project,
     assert j.output("nk_left") == {0: "p10", 1: None} and j.output("nk_inner") == {0: "p10"}
 
 
+def test_an_append_only_history_table_gives_a_version_per_row(scratch_project, spark):
+    """A price history (one row per product and valid_from, appended): every row is a version,
+    also several of one key in one commit — a first read of the whole table takes them all, and
+    so does a read of the change feed. Unversioned, a key's latest row is the one with the latest
+    table_time among a commit's rows (they count as arriving in timestamp order)."""
+    j = Join(scratch_project, spark, {"hist_left": model("left", "1000 seconds", None),
+                                      "hist_unversioned": model("left", None, None)})
+
+    def history(*rows) -> None:   # one commit appending (product, seconds, price) rows
+        spark.sql(f"insert into {j.schema}.prices values " + ", ".join(f"('{k}', '{v}', {seconds(ts)}, false)" for k, ts, v in rows))
+
+    history(("p", 10, "p10"), ("p", 20, "p20"), ("p", 30, "p30"))
+    j.stream(("p", 15, "1"), ("p", 25, "1"), ("p", 35, "1"))   # offsets 0-2
+    j.run()
+    history(("q", 5, "q5"), ("q", 40, "q40"), ("p", 22, "p22"))
+    j.stream(("q", 10, "1"), ("q", 45, "1"), ("p", 24, "1"))   # offsets 3-5
+    j.run()
+    # By hand: as of each record's time; unversioned, p's latest row is p30 (run 1), then p22
+    # (the newest commit's), q's q40.
+    versioned = {0: "p10", 1: "p20", 2: "p30", 3: "q5", 4: "q40", 5: "p22"}
+    unversioned = {0: "p30", 1: "p30", 2: "p30", 3: "q40", 4: "q40", 5: "p22"}
+    assert j.output("hist_left") == versioned and j.output("hist_unversioned") == unversioned
+    assert sorted(r["price"] for r in j.state("hist_left", "history")) == ["p10", "p20", "p22", "p30", "q40", "q5"]
+    j.run("--full-refresh")
+    assert j.output("hist_left") == versioned and j.output("hist_unversioned") == unversioned
+
+
 def test_crash_and_rerun(scratch_project, spark):
     """A run stopped at each step (after the output append; after the buffer and history were
     written; before the highwater advanced) and run again emits every record exactly once and

@@ -134,8 +134,10 @@
   {{ return('(select min(c.run) from (' ~ cuts.sql ~ ') as c where c.' ~ side ~ '_version >= ' ~ version_sql ~ ')') }}
 {% endmacro %}
 
-{#- The table's changes in this run's range, one per key and commit (an overwrite's delete and
-    re-insert of a key count as its new row): the table's columns plus __ij_ts (the change's
+{#- The table's changes in this run's range: every row a commit inserts or updates is a version
+    (an append-only history table's commit may hold several versions of a key, as a first read of
+    the whole table does), and a deleted row a tombstone only when its commit leaves its key no row
+    (an overwrite's delete and re-insert of a key count as its new row): the table's columns plus __ij_ts (the change's
     timestamp: table_time; a hard delete's is its commit time), __ij_tomb, __ij_cv (commit),
     __ij_run (cut) and __ij_accepted (false for a change older than the horizon at its arrival,
     within one commit, changes count as arriving in timestamp order; and for a change whose key
@@ -148,14 +150,15 @@
   {%- set keys = incremental_joins.column_list(cfg.table_key) -%}
   {%- if plan.mode == 'cdf' -%}
     {%- set raw -%}
-      select * except (_change_type, _commit_version, _commit_timestamp, __ij_pref) from (
+      select * except (_change_type, _commit_version, _commit_timestamp, __ij_live, __ij_pref) from (
         select c.*,
           case when _change_type = 'delete' then _commit_timestamp else {{ ts or '_commit_timestamp' }} end as __ij_ts,
           _change_type = 'delete' or {{ deleted }} as __ij_tomb, _commit_version as __ij_cv,
-          row_number() over (partition by {{ keys }}, _commit_version order by case when _change_type = 'delete' then 1 else 0 end) as __ij_pref
+          count_if(_change_type != 'delete') over (partition by {{ keys }}, _commit_version) as __ij_live,
+          row_number() over (partition by {{ keys }}, _commit_version order by _change_type) as __ij_pref
         from {{ incremental_joins.table_changes_sql(name, plan.from, plan.to) }} as c
         where _change_type in ('insert', 'update_postimage', 'delete')
-      ) as c where __ij_pref = 1
+      ) as c where _change_type != 'delete' or __ij_live = 0 and __ij_pref = 1
     {%- endset -%}
   {%- else -%}
     {%- set now = 'select *, ' ~ (ts or plan.to_timestamp) ~ ' as __ij_ts, ' ~ deleted ~ ' as __ij_tomb, cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as __ij_cv from ' -%}
@@ -285,7 +288,7 @@
     {%- set newest = 'v.__ij_ts desc, v.__ij_run desc, v.__ij_cv desc' -%}
     {%- set found = 'not __ij_tomb and __ij_ts <= __ij_at' -%}
   {%- else -%}
-    {%- set visible, newest, found = '', 'v.__ij_run desc, v.__ij_cv desc', 'not __ij_tomb' -%}
+    {%- set visible, newest, found = '', 'v.__ij_run desc, v.__ij_cv desc, v.__ij_ts desc', 'not __ij_tomb' -%}
   {%- endif -%}
   {%- set matched -%}
     select * except (__ij_ts, __ij_tomb, __ij_cv, __ij_run, __ij_pick, __ij_at) from (
@@ -296,7 +299,8 @@
   {%- endset -%}
   {#- The history after the run: one row per key and timestamp (the later arrival); versioned,
       a version whose validity ended at or before the horizon is purged unless it is the key's
-      latest; unversioned, only each key's latest live row stays. An incremental run computes it
+      latest; unversioned, only each key's latest live row stays (of one commit's rows, the one with
+      the latest table_time: they count as arriving in that order). An incremental run computes it
       for the stored rows in play only (stj_in_play); the others stay as they are. -#}
   {%- if pinned.history -%}
     {%- set versions = '(select *, 0 as __ij_run from (' ~ incremental_joins.stj_in_play(cfg, pinned.history, changes, rt) ~ ') as h union all select * except (__ij_accepted) from ' ~ changes ~ ' where __ij_accepted)' -%}
@@ -309,7 +313,7 @@
       ) as h where __ij_next is null or __ij_next > (select max(tst) from {{ rt }}) - {{ cfg.retention.sql }}
     {%- endset -%}
   {%- else -%}
-    {%- set history = 'select * from ' ~ versions ~ ' qualify row_number() over (partition by ' ~ tk ~ ' order by __ij_run desc, __ij_cv desc) = 1 and not __ij_tomb' -%}
+    {%- set history = 'select * from ' ~ versions ~ ' qualify row_number() over (partition by ' ~ tk ~ ' order by __ij_run desc, __ij_cv desc, __ij_ts desc) = 1 and not __ij_tomb' -%}
   {%- endif -%}
   {{ return({'records': records, 'changes': changes, 'rt': rt, 'candidates': candidates, 'emitted': emitted, 'matched': matched,
              'history_sql': history}) }}
