@@ -335,6 +335,23 @@ def test_an_append_only_history_table_gives_a_version_per_row(scratch_project, s
     assert j.output("hist_left") == versioned and j.output("hist_unversioned") == unversioned
 
 
+def test_an_update_that_changes_a_key_takes_the_old_key_away(scratch_project, spark):
+    """An UPDATE that gives a row another key: the feed has the old key only as an update's old
+    image; the old key is gone from the table (a tombstone at the commit's time, as a hard delete
+    and as a diff of the two versions give), the new key has the row as its version."""
+    j = Join(scratch_project, spark, {"rk_left": model("left", "100 seconds", None),
+                                      "rk_unversioned": model("left", None, None)})
+    j.table(("p", 10, "p10"))
+    j.run()
+    spark.sql(f"update {j.schema}.prices set product = 'r' where product = 'p'")
+    j.stream(("p", T2100, "1"), ("r", 20, "1"))   # offsets 0, 1: p after the commit; r at 20
+    j.run()
+    expected = {0: None, 1: "p10"}
+    assert j.output("rk_left") == expected and j.output("rk_unversioned") == expected
+    j.run("--full-refresh")
+    assert j.output("rk_left") == expected and j.output("rk_unversioned") == expected
+
+
 def test_crash_and_rerun(scratch_project, spark):
     """A run stopped at each step (after the output append; after the buffer and history were
     written; before the highwater advanced) and run again emits every record exactly once and

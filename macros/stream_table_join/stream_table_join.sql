@@ -136,9 +136,11 @@
 
 {#- The table's changes in this run's range: every row a commit inserts or updates is a version
     (an append-only history table's commit may hold several versions of a key, as a first read of
-    the whole table does), and a deleted row a tombstone only when its commit leaves its key no row
-    (an overwrite's delete and re-insert of a key count as its new row): the table's columns plus __ij_ts (the change's
-    timestamp: table_time; a hard delete's is its commit time), __ij_tomb, __ij_cv (commit),
+    the whole table does), and a deleted row, or an updated row's old image, a tombstone only when
+    its commit leaves its key no row (an overwrite's delete and re-insert of a key count as its new
+    row; an update that changes a row's key takes the old key away, as a diff of two versions
+    finds): the table's columns plus __ij_ts (the change's timestamp: table_time; a hard delete's
+    or a key taken away by an update is its commit time), __ij_tomb, __ij_cv (commit),
     __ij_run (cut) and __ij_accepted (false for a change older than the horizon at its arrival,
     within one commit, changes count as arriving in timestamp order; and for a change whose key
     has a null part: no stream record's key equals it, and Kafka Streams' table source drops a
@@ -150,15 +152,14 @@
   {%- set keys = incremental_joins.column_list(cfg.table_key) -%}
   {%- if plan.mode == 'cdf' -%}
     {%- set raw -%}
-      select * except (_change_type, _commit_version, _commit_timestamp, __ij_live, __ij_pref) from (
+      select * except (_change_type, _commit_version, _commit_timestamp, __ij_gone, __ij_live, __ij_pref) from (
         select c.*,
-          case when _change_type = 'delete' then _commit_timestamp else {{ ts or '_commit_timestamp' }} end as __ij_ts,
-          _change_type = 'delete' or {{ deleted }} as __ij_tomb, _commit_version as __ij_cv,
-          count_if(_change_type != 'delete') over (partition by {{ keys }}, _commit_version) as __ij_live,
+          case when __ij_gone then _commit_timestamp else {{ ts or '_commit_timestamp' }} end as __ij_ts,
+          __ij_gone or {{ deleted }} as __ij_tomb, _commit_version as __ij_cv,
+          count_if(not __ij_gone) over (partition by {{ keys }}, _commit_version) as __ij_live,
           row_number() over (partition by {{ keys }}, _commit_version order by _change_type) as __ij_pref
-        from {{ incremental_joins.table_changes_sql(name, plan.from, plan.to) }} as c
-        where _change_type in ('insert', 'update_postimage', 'delete')
-      ) as c where _change_type != 'delete' or __ij_live = 0 and __ij_pref = 1
+        from (select *, _change_type in ('delete', 'update_preimage') as __ij_gone from {{ incremental_joins.table_changes_sql(name, plan.from, plan.to) }}) as c
+      ) as c where not __ij_gone or __ij_live = 0 and __ij_pref = 1
     {%- endset -%}
   {%- else -%}
     {%- set now = 'select *, ' ~ (ts or plan.to_timestamp) ~ ' as __ij_ts, ' ~ deleted ~ ' as __ij_tomb, cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as __ij_cv from ' -%}
