@@ -235,8 +235,9 @@ KEYS = {"a": -2**63, "b": 2**33 + 5, "c": 2**63 - 1, "d": 0}
 def random_history(rng: random.Random, runs: int) -> list:
     """Runs of (table commits, stream commits) with time moving forward: table changes up to 80 s
     old (some beyond the horizon), tombstones and changes keyed null far ahead; records up to 40 s
-    old (some late), null keys, null values. Whatever the seed, the middle run ends its table commits with a change of `a`
-    older than the table's newest time by more than the models' retention, behind the horizon
+    old (some late), null keys, null values. Whatever the seed, the middle run ends its table
+    commits with a change of `a` older than the table's newest time by more than the models'
+    retention, behind the horizon
     (ignored by the versioned models; the unversioned one takes it as `a`'s latest value)."""
     a, b, c, d = KEYS.values()
     behind = max(retention for _, (_, retention, _) in RANDOM_MODELS.values() if retention) + 1

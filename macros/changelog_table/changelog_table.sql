@@ -100,13 +100,11 @@
 {#- Bad data fails before anything is written: an operation the mapping does not know, a null
     sequence, key or arrival order. -#}
 {% macro check_changelog_events(cfg, events) %}
-  {%- set null_key = [] -%}
-  {%- for k in cfg.key -%}{%- do null_key.append(adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
   {%- set keys = incremental_joins.column_list(cfg.key) -%}
   {%- set row = run_query(
       "select count_if(__ij_kind is null), array_join(slice(array_sort(collect_set(coalesce(__ij_op, 'null')) filter (where __ij_kind is null)), 1, 5), ', '),"
       ~ " count_if(__ij_seq is null), to_json(first(struct(" ~ keys ~ ")) filter (where __ij_seq is null)),"
-      ~ " count_if(" ~ null_key | join(' or ') ~ "), count_if(__ij_order is null), to_json(first(struct(" ~ keys ~ ")) filter (where __ij_order is null))"
+      ~ " count_if(" ~ incremental_joins.any_null(cfg.key) ~ "), count_if(__ij_order is null), to_json(first(struct(" ~ keys ~ ")) filter (where __ij_order is null))"
       ~ " from " ~ events).rows[0] -%}
   {%- set problem = none -%}
   {%- if row[0] > 0 -%}

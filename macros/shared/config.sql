@@ -96,6 +96,13 @@
   {{ return('(' ~ out | join(' and ') ~ ')') }}
 {% endmacro %}
 
+{#- (a.k1 is null or a.k2 is null): a key with a null part, which no equality matches. -#}
+{% macro any_null(columns, alias=none) %}
+  {%- set out = [] -%}
+  {%- for c in columns -%}{%- do out.append((alias ~ '.' if alias else '') ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
+  {{ return('(' ~ out | join(' or ') ~ ')') }}
+{% endmacro %}
+
 {#- Rows in one query and not the other, duplicates counted (EXCEPT ALL both ways), labelled
     'missing' (only in expected) or 'unexpected' (only in actual). -#}
 {% macro rowset_difference(actual_sql, expected_sql) %}

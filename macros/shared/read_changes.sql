@@ -266,12 +266,9 @@
 {% macro assert_unique_keys(checks) %}
   {%- set parts = [] -%}
   {%- for name, keys, rows_sql, config_key in checks -%}
-    {%- set shown, null_part = [], [] -%}
-    {%- for k in keys -%}
-      {%- do shown.append('cast(' ~ adapter.quote(k) ~ ' as string)') -%}
-      {%- do null_part.append(adapter.quote(k) ~ ' is null') -%}
-    {%- endfor -%}
-    {%- set has_null = '(' ~ null_part | join(' or ') ~ ')' -%}
+    {%- set shown = [] -%}
+    {%- for k in keys -%}{%- do shown.append('cast(' ~ adapter.quote(k) ~ ' as string)') -%}{%- endfor -%}
+    {%- set has_null = incremental_joins.any_null(keys) -%}
     {%- do parts.append('select to_json(collect_list(array(' ~ shown | join(', ') ~ ', __ij_n))) from (select '
           ~ incremental_joins.column_list(keys) ~ ', cast(count(*) as string) as __ij_n from (' ~ rows_sql ~ ') as r group by all having count(*) > 1 or '
           ~ has_null ~ ' order by ' ~ has_null ~ ' desc limit 3) as d') -%}

@@ -152,14 +152,13 @@
   {%- set keys = incremental_joins.column_list(cfg.table_key) -%}
   {%- if plan.mode == 'cdf' -%}
     {%- set raw -%}
-      select * except (_change_type, _commit_version, _commit_timestamp, __ij_gone, __ij_live, __ij_pref) from (
+      select * except (_change_type, _commit_version, _commit_timestamp, __ij_gone, __ij_pref) from (
         select c.*,
           case when __ij_gone then _commit_timestamp else {{ ts or '_commit_timestamp' }} end as __ij_ts,
           __ij_gone or {{ deleted }} as __ij_tomb, _commit_version as __ij_cv,
-          count_if(not __ij_gone) over (partition by {{ keys }}, _commit_version) as __ij_live,
-          row_number() over (partition by {{ keys }}, _commit_version order by _change_type) as __ij_pref
+          row_number() over (partition by {{ keys }}, _commit_version order by __ij_gone) as __ij_pref
         from (select *, _change_type in ('delete', 'update_preimage') as __ij_gone from {{ incremental_joins.table_changes_sql(name, plan.from, plan.to) }}) as c
-      ) as c where not __ij_gone or __ij_live = 0 and __ij_pref = 1
+      ) as c where not __ij_gone or __ij_pref = 1
     {%- endset -%}
   {%- else -%}
     {%- set now = 'select *, ' ~ (ts or plan.to_timestamp) ~ ' as __ij_ts, ' ~ deleted ~ ' as __ij_tomb, cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as __ij_cv from ' -%}
@@ -177,9 +176,7 @@
       {%- endset -%}
     {%- endif -%}
   {%- endif -%}
-  {%- set null_key = [] -%}
-  {%- for k in cfg.table_key -%}{%- do null_key.append(adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
-  {%- set keyed = 'not (' ~ null_key | join(' or ') ~ ')' -%}
+  {%- set keyed = 'not ' ~ incremental_joins.any_null(cfg.table_key) -%}
   {%- set earlier = 'greatest(' ~ tst0 ~ ', max(case when ' ~ keyed ~ ' then __ij_ts end) over (order by __ij_cv range between unbounded preceding and 1 preceding))' -%}
   {%- set changes -%}
     select c.*, {{ incremental_joins.stj_cut_of(cuts, 'table', 'c.__ij_cv') }} as __ij_run,
@@ -206,7 +203,7 @@
     {%- set drop = ['(size(' ~ values ~ ') > 0 and forall(map_values(' ~ values ~ '), v -> v is null))'] -%}
   {%- endif -%}
   {%- if cfg.join_type == 'inner' -%}
-    {%- for k in cfg.key -%}{%- do drop.append(q ~ adapter.quote(k) ~ ' is null') -%}{%- endfor -%}
+    {%- do drop.append(incremental_joins.any_null(cfg.key, alias)) -%}
   {%- endif -%}
   {{ return(drop | join(' or ')) }}
 {% endmacro %}
