@@ -39,7 +39,7 @@ budget=$(( ${INCREMENTAL_JOINS_CI_MINUTES:-90} * 60 - 10 * 60 ))
 STJ=tests/test_stream_table_join.py DEDUP=tests/test_deduplicate.py CL=tests/test_changelog_table.py
 FKR=tests/test_foreign_key_join_randomized.py
 WORKED_LONG="$STJ::test_worked_example $DEDUP::test_seed_examples_in_one_run_and_record_by_record"
-WORKED_REST="$CL::test_worked_examples tests/test_runtime.py tests/test_foreign_key_join.py tests/test_dbt_unit_tests.py"
+WORKED_REST="$CL::test_worked_examples tests/test_runtime.py tests/test_foreign_key_join.py tests/test_dbt_unit_tests.py tests/test_value_types.py"
 RANDOM_AND_CRASH="$STJ::test_randomized_against_reference $FKR::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run
   $DEDUP::test_random_streams_match_the_reference_whatever_the_run_split $FKR::test_random_changes_over_random_runs_match_the_reference
   $STJ::test_crash_and_rerun $DEDUP::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run

@@ -132,7 +132,8 @@
   {%- set state_columns = keys + ['__ij_seq', '__ij_commit', '__ij_order', '__ij_commit_ts', '__ij_deleted'] -%}
   {%- set newest_sql = incremental_joins.newest_events_sql(keys, events['values'], events.relation) -%}
   {%- set newest = incremental_joins.stage('newest', newest_sql) -%}
-  {%- set key_schema = incremental_joins.query_schema('select ' ~ key_list ~ ' from ' ~ newest) -%}
+  {%- set schema = incremental_joins.query_schema('select ' ~ key_list ~ (', ' ~ value_list if events['values'] else '') ~ ' from ' ~ newest) -%}
+  {%- set key_schema, uncomparable = schema[:keys | length], incremental_joins.uncomparable(schema) -%}
   {%- set counts = run_query(incremental_joins.one_row(['select count(*) from ' ~ events.relation, 'select count(*), ' ~ incremental_joins.key_range_sql(key_schema) ~ ' from ' ~ newest])).rows[0] -%}
   {%- set output_sql = 'select ' ~ key_list ~ (', ' ~ value_list if events['values'] else '') ~ ' from ' -%}
   {%- set state_sql = 'select ' ~ key_list ~ ", __ij_seq, __ij_commit, __ij_order, __ij_commit_ts, __ij_kind = 'delete' as __ij_deleted from " -%}
@@ -154,7 +155,7 @@
   {%- if full_reason is none -%}
     {%- set written = incremental_joins.merge_changes(this, upserts,
           'select t.* from ' ~ this ~ ' as t left semi join (select * from ' ~ applied ~ " where __ij_kind = 'delete') as d on " ~ incremental_joins.keys_match(keys, 't', 'd') ~ in_range,
-          keys, keys + events['values'], 'main', target_range=bounds) -%}
+          keys, keys + events['values'], 'main', target_range=bounds, uncomparable=uncomparable) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {#- Tombstones past retention go in the same MERGE: those of keys without events in this run
         (the others take their new state). -#}
@@ -163,7 +164,7 @@
     {%- set mode = 'incremental' -%}
   {%- else -%}
     {%- set recompute = output_sql ~ '(' ~ incremental_joins.newest_events_sql(keys, events['values'], '(' ~ events.recompute_sql ~ ') as e') ~ ") as n where __ij_kind = 'upsert'" -%}
-    {%- set written, mode = incremental_joins.write_all(upserts, keys, recompute, columns) -%}
+    {%- set written, mode = incremental_joins.write_all(upserts, keys, recompute, columns, uncomparable=uncomparable) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {%- do incremental_joins.create_state_table(sequences, state_sql ~ newest ~ ' where not (' ~ expired ~ ')', keys, merged=true) -%}
     {%- set applied_count = counts[1] -%}

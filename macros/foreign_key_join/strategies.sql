@@ -161,13 +161,14 @@
 {% endmacro %}
 
 {% macro check_output_columns(cfg, new_rows_sql) %}
-  {%- set columns = incremental_joins.query_columns(new_rows_sql) -%}
+  {%- set schema = incremental_joins.query_schema(new_rows_sql) -%}
+  {%- set columns = schema | map('first') | list -%}
   {%- set missing = [] -%}
   {%- for c in cfg.key_columns if c not in columns -%}{%- do missing.append(c) -%}{%- endfor -%}
   {%- if missing -%}
     {{ incremental_joins.config_error('output_key', cfg.output_key, 'needs the output columns ' ~ cfg.key_columns | join(', ') ~ ', but the model does not select ' ~ missing | join(', '), 'start the select list with {{ incremental_joins.output_key() }}') }}
   {%- endif -%}
-  {{ return(columns) }}
+  {{ return(schema) }}
 {% endmacro %}
 
 {#- Phase 1 — what to recompute. Runs every check (duplicate keys, history) before anything is
@@ -254,7 +255,8 @@
 {% macro fk_join_write(cfg, plan, new_rows, run) %}
   {%- set index = incremental_joins.state_relation('index') -%}
   {%- if plan.mode != 'unchanged' -%}
-    {%- set body_columns = incremental_joins.check_output_columns(cfg, new_rows) -%}
+    {%- set body_schema = incremental_joins.check_output_columns(cfg, new_rows) -%}
+    {%- set body_columns, uncomparable = body_schema | map('first') | list, incremental_joins.uncomparable(body_schema) -%}
     {%- set existing = incremental_joins.assert_output_columns(body_columns, cfg) -%}
     {#- An incremental run's recomputed rows are staged (lazily) before it pins: a contract's
         checks read them there, and the MERGE reads them again. -#}
@@ -270,7 +272,7 @@
 
   {%- if plan.mode != 'incremental' -%}
     {#- Everything: the output re-created (or merged, for the automatic fallback), the index rebuilt. -#}
-    {%- set written, mode = incremental_joins.write_all(new_rows, cfg.key_columns, sql, columns, cfg.broadcast_changes_below) -%}
+    {%- set written, mode = incremental_joins.write_all(new_rows, cfg.key_columns, sql, columns, cfg.broadcast_changes_below, uncomparable) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {%- do incremental_joins.create_index(cfg, index, plan.left_sql, plan.left_version if plan.left_version is not none else -1) -%}
     {%- set total = plan.left_rows if plan.left_rows is not none else incremental_joins.scalar('select count(*) from (' ~ plan.left_sql ~ ') as l') -%}
@@ -293,7 +295,7 @@
         (10M output rows, 1% changed: the MERGE 21.4-22.0 s -> 16.8-18.0 s); the affected keys'
         range lets Delta skip the output files outside it (key_range). -#}
     {%- set written = incremental_joins.merge_changes(this, 'select * from ' ~ staged, stale, cfg.key_columns, columns, 'main',
-                                                      broadcast=plan.affected_keys <= cfg.broadcast_changes_below, target_range=plan.output_range) -%}
+                                                      broadcast=plan.affected_keys <= cfg.broadcast_changes_below, target_range=plan.output_range, uncomparable=uncomparable) -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {#- The CombinedKey index follows the changed left rows (a subset of the affected ones): their
         staged entries, appended. The stages that read the index (the fan-out's) are dropped

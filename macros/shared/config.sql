@@ -96,6 +96,45 @@
   {{ return('(' ~ out | join(' and ') ~ ')') }}
 {% endmacro %}
 
+{#- The columns of `schema` ([name, type] pairs, as query_schema gives them) whose values Spark
+    cannot compare: a map or a variant, also inside a struct or an array (`=`, `<=>`, EXCEPT and
+    GROUP BY refuse them, an analysis error). Their names, lower-case. -#}
+{% macro uncomparable(schema) %}
+  {%- set out = [] -%}
+  {%- for name, type in schema or [] if modules.re.search('(^|[<,:])(map<|variant($|[,>]))', type | lower | replace(' ', '')) -%}
+    {%- do out.append(name | lower) -%}
+  {%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
+{#- Column `c` (of `alias`) as a value that `<=>` compares: itself, or, when it is `uncomparable`,
+    its JSON text, timestamps to the microsecond. Two maps with the same entries in another order
+    then differ: a row rewritten that need not be, never a change missed (as Kafka Streams'
+    emit-on-change compares serialized bytes). -#}
+{% macro comparable(c, alias=none, uncomparable=[]) %}
+  {%- set ref = (alias ~ '.' if alias else '') ~ adapter.quote(c) -%}
+  {%- if c | lower not in uncomparable -%}{{ return(ref) }}{%- endif -%}
+  {{ return("to_json(named_struct('v', " ~ ref ~ "), map('timestampFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSSXXX', 'timestampNTZFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSS'))") }}
+{% endmacro %}
+
+{#- The rows of query `a` not in query `b` (EXCEPT; with `all`, EXCEPT ALL: duplicates counted).
+    Both have the columns of `schema` ([name, type] pairs). When some are uncomparable, which
+    EXCEPT refuses, the same by an anti join on their comparable values, each row numbered among
+    its equals. -#}
+{% macro rows_except(a, b, schema, all=false) %}
+  {%- set hard = incremental_joins.uncomparable(schema) -%}
+  {%- if not hard -%}{{ return('(' ~ a ~ ') except ' ~ ('all ' if all else '') ~ '(' ~ b ~ ')') }}{%- endif -%}
+  {%- set values, same = [], [] -%}
+  {%- for name, _ in schema -%}
+    {%- do values.append(incremental_joins.comparable(name, none, hard)) -%}
+    {%- do same.append(incremental_joins.comparable(name, 'x', hard) ~ ' <=> ' ~ incremental_joins.comparable(name, 'y', hard)) -%}
+  {%- endfor -%}
+  {%- set numbered = 'select *, row_number() over (partition by ' ~ values | join(', ') ~ ' order by ' ~ values | join(', ') ~ ') as __ij_nth from ' -%}
+  {%- set only_first = '' if all else ' where __ij_nth = 1' -%}
+  {{ return('select * except (__ij_nth) from (select * from (' ~ numbered ~ '(' ~ a ~ ') as a) as a' ~ only_first ~ ') as x'
+            ~ ' left anti join (select * from (' ~ numbered ~ '(' ~ b ~ ') as b) as b' ~ only_first ~ ') as y on ' ~ same | join(' and ') ~ ' and x.__ij_nth = y.__ij_nth') }}
+{% endmacro %}
+
 {#- (a.k1 is null or a.k2 is null): a key with a null part, which no equality matches. -#}
 {% macro any_null(columns, alias=none) %}
   {%- set out = [] -%}
@@ -104,13 +143,14 @@
 {% endmacro %}
 
 {#- Rows in one query and not the other, duplicates counted (EXCEPT ALL both ways), labelled
-    'missing' (only in expected) or 'unexpected' (only in actual). -#}
-{% macro rowset_difference(actual_sql, expected_sql) %}
+    'missing' (only in expected) or 'unexpected' (only in actual). `schema`: their columns'
+    [name, type] pairs, when known (rows_except then compares maps and variants too). -#}
+{% macro rowset_difference(actual_sql, expected_sql, schema=none) %}
   with actual as ({{ actual_sql }}),
   expected as ({{ expected_sql }})
-  select 'missing' as diff, missing.* from (select * from expected except all select * from actual) as missing
+  select 'missing' as diff, missing.* from ({{ incremental_joins.rows_except('select * from expected', 'select * from actual', schema, all=true) }}) as missing
   union all
-  select 'unexpected' as diff, unexpected.* from (select * from actual except all select * from expected) as unexpected
+  select 'unexpected' as diff, unexpected.* from ({{ incremental_joins.rows_except('select * from actual', 'select * from expected', schema, all=true) }}) as unexpected
 {% endmacro %}
 
 {#- A duration config ('10 seconds', '7 days', ...): none when unset (and no default), else

@@ -21,12 +21,15 @@
     finds them in the same pass instead of a query of stale rows that scans the target again.
     `stale_rows_sql` may then be none.
 
+    `uncomparable`: the columns among `columns` that Spark cannot compare (config.sql's
+    uncomparable: maps, variants), compared by their JSON text.
+
     `replace`: for a state table small enough that rewriting it whole is cheaper than a MERGE's
     two passes (a small table still pays the MERGE's fixed cost, about 1.5 s here): the same
     change written as one `insert overwrite` of the target's rows whose key is in neither the new
     nor the stale rows and that `purge` does not delete, plus the new rows, by column name. Not change-minimal
     (every row is rewritten), so never for an output; returns none instead of counts. -#}
-{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none, replace=false, target_range=none) %}
+{% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none, replace=false, target_range=none, uncomparable=[]) %}
   {%- set name = statement_name or 'merge_' ~ target.identifier -%}
   {%- if replace -%}
     {%- set named = ['select ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ new_rows_sql ~ ') as n'] -%}
@@ -58,7 +61,7 @@
     ) as s
     on {{ incremental_joins.keys_match(keys, 't', 's') }}{% if target_range %} and {{ target_range }}{% endif %}
     when matched and s.__ij_delete then delete
-    {% if assignments %}when matched and not {{ incremental_joins.same_values(columns, keys, 't', 's') }} then update set {{ assignments | join(', ') }}{% endif %}
+    {% if assignments %}when matched and not {{ incremental_joins.same_values(columns, keys, 't', 's', uncomparable) }} then update set {{ assignments | join(', ') }}{% endif %}
     when not matched and not s.__ij_delete then insert ({{ incremental_joins.column_list(columns) }})
       values ({{ incremental_joins.column_list(columns, 's') }})
     {% if purge %}when not matched by source and ({{ purge }}) then delete{% endif %}
@@ -137,10 +140,13 @@
 {% endmacro %}
 
 {#- (a.c1 <=> b.c1 and ...) over the `columns` not in `keys`: two rows of one key hold the same
-    values (null-safe); none when every column is a key. -#}
-{% macro same_values(columns, keys, a, b) %}
+    values (null-safe; `uncomparable` columns by their comparable value); none when every column
+    is a key. -#}
+{% macro same_values(columns, keys, a, b, uncomparable=[]) %}
   {%- set out = [] -%}
-  {%- for c in columns if c not in keys -%}{%- do out.append(a ~ '.' ~ adapter.quote(c) ~ ' <=> ' ~ b ~ '.' ~ adapter.quote(c)) -%}{%- endfor -%}
+  {%- for c in columns if c not in keys -%}
+    {%- do out.append(incremental_joins.comparable(c, a, uncomparable) ~ ' <=> ' ~ incremental_joins.comparable(c, b, uncomparable)) -%}
+  {%- endfor -%}
   {{ return('(' ~ out | join(' and ') ~ ')' if out else none) }}
 {% endmacro %}
 

@@ -237,8 +237,8 @@
     {{ return("select *, _commit_version as __ij_commit, _change_type in ('insert', 'update_postimage') as __ij_present from " ~ incremental_joins.table_changes_sql(name, from_version, to_version)) }}
   {%- endif -%}
   {%- set now, before = incremental_joins.pinned(name, to_version), incremental_joins.older_version(name, from_version, plan) -%}
-  {{ return('select *, 0 as __ij_commit, true as __ij_present from (' ~ now ~ ' except ' ~ before ~ ') as n union all '
-            ~ 'select *, 0 as __ij_commit, false as __ij_present from (' ~ before ~ ' except ' ~ now ~ ') as o') }}
+  {{ return('select *, 0 as __ij_commit, true as __ij_present from (' ~ incremental_joins.rows_except(now, before, plan.columns) ~ ') as n union all '
+            ~ 'select *, 0 as __ij_commit, false as __ij_present from (' ~ incremental_joins.rows_except(before, now, plan.columns) ~ ') as o') }}
 {% endmacro %}
 
 {#- A select of `name` as of `version`, the older of the two versions a diff compares (a

@@ -513,7 +513,8 @@
 
 {#- The whole output from `new_rows`: created on a first run or --full-refresh; otherwise (a
     recompute chosen by the operator) merged change-minimally, so the change feed stays exact.
-    `columns`: the output's, as assert_output_columns returned them. Returns [write metrics, mode].
+    `columns`: the output's, as assert_output_columns returned them; `uncomparable` those of them
+    compared by their JSON text (merge_changes). Returns [write metrics, mode].
 
     The recompute is first compared with the output in one full outer join by key (values
     null-safe), and only the rows that differ go into the MERGE: new or changed rows, and output
@@ -522,7 +523,7 @@
     that MERGE 109-123 s; the comparison and the MERGE of the difference 61-68 s). The difference
     is staged eagerly, so its size is known: up to `broadcast_below` rows it is broadcast into the
     MERGE (merge_changes). -#}
-{% macro write_all(new_rows, key_columns, recompute_sql, columns, broadcast_below=1000000) %}
+{% macro write_all(new_rows, key_columns, recompute_sql, columns, broadcast_below=1000000, uncomparable=[]) %}
   {%- if load_cached_relation(this) is none or should_full_refresh() -%}
     {%- do incremental_joins.create_output(new_rows, key_columns, recompute_sql) -%}
     {{ return([incremental_joins.last_write_metrics(this, -1), 'full_refresh']) }}
@@ -532,7 +533,7 @@
   {%- for c in columns -%}
     {%- do picked.append('if(n.__ij_new, n.' ~ adapter.quote(c) ~ ', t.' ~ adapter.quote(c) ~ ') as ' ~ adapter.quote(c)) -%}
   {%- endfor -%}
-  {%- set same = incremental_joins.same_values(columns, key_columns, 'n', 't') -%}
+  {%- set same = incremental_joins.same_values(columns, key_columns, 'n', 't', uncomparable) -%}
   {%- set changes = incremental_joins.stage('changes', 'select ' ~ picked | join(', ') ~ ', n.__ij_new is null as __ij_gone'
         ~ ' from (select *, true as __ij_new from (' ~ new_rows ~ ') as r) as n full outer join (select *, true as __ij_old from ' ~ this ~ ') as t'
         ~ ' on ' ~ incremental_joins.keys_match(key_columns, 'n', 't')
@@ -540,5 +541,5 @@
   {%- set changed = incremental_joins.scalar('select count(*) from ' ~ changes) -%}
   {%- set rows = 'select ' ~ incremental_joins.column_list(columns) ~ ' from ' ~ changes ~ ' where ' -%}
   {{ return([incremental_joins.merge_changes(this, rows ~ 'not __ij_gone', rows ~ '__ij_gone', key_columns, columns, 'main',
-                                             broadcast=changed <= broadcast_below), 'fallback']) }}
+                                             broadcast=changed <= broadcast_below, uncomparable=uncomparable), 'fallback']) }}
 {% endmacro %}

@@ -37,7 +37,7 @@
   {%- endif -%}
   {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _ij_commit_version, ' ~ plan.to_timestamp ~ ' as _ij_commit_timestamp' -%}
   {%- if plan.mode == 'diff' -%}
-    {{ return('select *, ' ~ arrival ~ ' from (select * from ' ~ name ~ ' version as of ' ~ plan.to ~ ' except all ' ~ incremental_joins.older_version(name, plan.from, plan) ~ ') as new_records') }}
+    {{ return('select *, ' ~ arrival ~ ' from (' ~ incremental_joins.rows_except('select * from ' ~ name ~ ' version as of ' ~ plan.to, incremental_joins.older_version(name, plan.from, plan), plan.columns, all=true) ~ ') as new_records') }}
   {%- elif plan.mode == 'snapshot' -%}
     {{ return('select *, ' ~ arrival ~ ' from (' ~ incremental_joins.pinned(name, plan.to) ~ ') as records') }}
   {%- endif -%}

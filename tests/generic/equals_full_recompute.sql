@@ -15,7 +15,8 @@
     {%- if flags.EMPTY -%}{%- set recompute = 'select * from (' ~ recompute ~ ') as r where false' -%}{%- endif -%}
     {#- Compared by the recompute's column names: with on_schema_change='append_new_columns' the
         output holds added columns last and keeps the ones the model no longer selects. -#}
-    {%- set actual = 'select ' ~ incremental_joins.column_list(incremental_joins.query_columns(recompute)) ~ ' from ' ~ model -%}
+    {%- set schema = incremental_joins.query_schema(recompute) -%}
+    {%- set actual = 'select ' ~ incremental_joins.column_list(schema | map('first') | list) ~ ' from ' ~ model -%}
   {%- endif %}
-  {{ incremental_joins.rowset_difference(actual if execute else 'select * from ' ~ model, recompute) }}
+  {{ incremental_joins.rowset_difference(actual if execute else 'select * from ' ~ model, recompute, schema if execute else none) }}
 {% endtest %}
