@@ -97,8 +97,9 @@
 {% endmacro %}
 
 {#- The columns of `schema` ([name, type] pairs, as query_schema gives them) whose values Spark
-    cannot compare: a map or a variant, also inside a struct or an array (`=`, `<=>`, EXCEPT and
-    GROUP BY refuse them, an analysis error). Their names, lower-case. -#}
+    cannot compare: a map or a variant, also inside a struct or an array (`=`, `<=>` and EXCEPT
+    refuse them, an analysis error; GROUP BY takes a map since Spark 4, not a variant). Their
+    names, lower-case. -#}
 {% macro uncomparable(schema) %}
   {%- set out = [] -%}
   {%- for name, type in schema or [] if modules.re.search('(^|[<,:])(map<|variant($|[,>]))', type | lower | replace(' ', '')) -%}
