@@ -69,6 +69,10 @@ def tblproperties(spark, relation: str) -> dict[str, str]:
     return {r.key: r.value for r in spark.sql(f"show tblproperties {relation}").collect()}
 
 
+def newest_version(spark, relation: str) -> int:
+    return spark.sql(f"describe history {relation} limit 1").first()["version"]
+
+
 def merge_metrics(spark, relation: str) -> dict[str, int]:
     """The operation metrics of the relation's newest commit, which must be a MERGE (a run's)."""
     last = spark.sql(f"describe history {relation} limit 1").first()
@@ -174,7 +178,7 @@ class FkJoinProject:
         return {k: r["__ij_fk1"] for k, r in newest.items() if r["__ij_fk1"] is not None}, len(rows)
 
     def output_version(self, model: str) -> int:
-        return self.spark.sql(f"describe history {self.schema}.{model} limit 1").first()["version"]
+        return newest_version(self.spark, f"{self.schema}.{model}")
 
     def output_changes(self, model: str, since_version: int | None = None) -> set[tuple[str, Any]]:
         """(change type, key) rows of the output's Change Data Feed after `since_version` (default:

@@ -130,10 +130,12 @@
     {%- do values.append(incremental_joins.comparable(name, none, hard)) -%}
     {%- do same.append(incremental_joins.comparable(name, 'x', hard) ~ ' <=> ' ~ incremental_joins.comparable(name, 'y', hard)) -%}
   {%- endfor -%}
-  {%- set numbered = 'select *, row_number() over (partition by ' ~ values | join(', ') ~ ' order by ' ~ values | join(', ') ~ ') as __ij_nth from ' -%}
-  {%- set only_first = '' if all else ' where __ij_nth = 1' -%}
-  {{ return('select * except (__ij_nth) from (select * from (' ~ numbered ~ '(' ~ a ~ ') as a) as a' ~ only_first ~ ') as x'
-            ~ ' left anti join (select * from (' ~ numbered ~ '(' ~ b ~ ') as b) as b' ~ only_first ~ ') as y on ' ~ same | join(' and ') ~ ' and x.__ij_nth = y.__ij_nth') }}
+  {%- set sides = [] -%}
+  {%- for q in [a, b] -%}
+    {%- do sides.append('(select * from (select *, row_number() over (partition by ' ~ values | join(', ') ~ ' order by ' ~ values | join(', ')
+                        ~ ') as __ij_nth from (' ~ q ~ ') as q) as q' ~ ('' if all else ' where __ij_nth = 1') ~ ')') -%}
+  {%- endfor -%}
+  {{ return('select * except (__ij_nth) from ' ~ sides[0] ~ ' as x left anti join ' ~ sides[1] ~ ' as y on ' ~ same | join(' and ') ~ ' and x.__ij_nth = y.__ij_nth') }}
 {% endmacro %}
 
 {#- (a.k1 is null or a.k2 is null): a key with a null part, which no equality matches. -#}

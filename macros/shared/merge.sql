@@ -22,7 +22,8 @@
     `stale_rows_sql` may then be none.
 
     `uncomparable`: the columns among `columns` that Spark cannot compare (config.sql's
-    uncomparable: maps, variants), compared by their JSON text.
+    uncomparable: maps, variants), compared by their JSON text. `columns` none: the target's own,
+    described here (one `describe query`), with their uncomparable ones.
 
     `replace`: for a state table small enough that rewriting it whole is cheaper than a MERGE's
     two passes (a small table still pays the MERGE's fixed cost, about 1.5 s here): the same
@@ -31,6 +32,10 @@
     (every row is rewritten), so never for an output; returns none instead of counts. -#}
 {% macro merge_changes(target, new_rows_sql, stale_rows_sql, keys, columns, statement_name=none, broadcast=false, purge=none, replace=false, target_range=none, uncomparable=[]) %}
   {%- set name = statement_name or 'merge_' ~ target.identifier -%}
+  {%- if columns is none -%}
+    {%- set schema = incremental_joins.query_schema('select * from ' ~ target) -%}
+    {%- set columns, uncomparable = schema | map('first') | list, incremental_joins.uncomparable(schema) -%}
+  {%- endif -%}
   {%- if replace -%}
     {%- set named = ['select ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ new_rows_sql ~ ') as n'] -%}
     {%- if stale_rows_sql is not none -%}{%- do named.append('select ' ~ incremental_joins.column_list(keys) ~ ' from (' ~ stale_rows_sql ~ ') as o') -%}{%- endif -%}

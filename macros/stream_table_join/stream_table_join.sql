@@ -401,15 +401,13 @@
     {%- if history_changes -%}
       {%- set stale = 'select h.* from (' ~ incremental_joins.stj_in_play(cfg, 'select * from ' ~ st.history, flow.changes, flow.rt) ~ ') as h left anti join ' ~ history ~ ' as k on ' ~ incremental_joins.keys_match(history_key, 'h', 'k') -%}
       {%- if history_size > dv_above -%}{%- do incremental_joins.ensure_deletion_vectors(st.history) -%}{%- endif -%}
-      {%- set schema = incremental_joins.query_schema('select * from ' ~ st.history) -%}
-      {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, schema | map('first') | list, uncomparable=incremental_joins.uncomparable(schema)) -%}
+      {%- do incremental_joins.merge_changes(st.history, history_rows ~ ' where __ij_run > 0', stale, history_key, none) -%}
     {%- endif -%}
     {%- if cfg.grace and buffer_moves > 0 -%}
       {%- set released = 'select * except (__ij_run, __ij_late, __ij_emit_run) from ' ~ flow.candidates ~ ' where __ij_run = 0 and __ij_emit_run is not null' -%}
       {%- do incremental_joins.release_staged_reading(st.buffer, waiting ~ released) -%}
       {%- if buffer_size > dv_above -%}{%- do incremental_joins.ensure_deletion_vectors(st.buffer) -%}{%- endif -%}
-      {%- set schema = incremental_joins.query_schema('select * from ' ~ st.buffer) -%}
-      {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], schema | map('first') | list, uncomparable=incremental_joins.uncomparable(schema)) -%}
+      {%- do incremental_joins.merge_changes(st.buffer, waiting ~ ' and __ij_run > 0', released, ['_ij_commit_version', '__ij_rid'], none) -%}
     {%- endif -%}
   {%- endif -%}
   {#- The cut first, then the clock, from the stages that do not read the clock: those that do
