@@ -21,6 +21,11 @@ def sources_yml(*tables: str) -> str:
             f"    tables: [{', '.join('{name: ' + t + '}' for t in tables)}]\n")
 
 
+def recompute_tests_yml(*models: str) -> str:
+    """The package's equals_full_recompute test on each of the given models."""
+    return "version: 2\nmodels:\n" + "".join(f"  - {{name: {m}, data_tests: [incremental_joins.equals_full_recompute]}}\n" for m in models)
+
+
 SOURCES = sources_yml("lhs", "rhs")
 
 MODEL = """

@@ -1,12 +1,40 @@
-"""Values Spark cannot compare — maps and variants, also inside a struct — through every operator.
-Spark refuses `=`, `<=>` and EXCEPT on them (an analysis error), which an operator needs to write
-an output change-minimally and to diff two versions of an input without a Change Data Feed; they
-are compared by their JSON text instead. Worked by hand: two runs, a run whose input changes
-change no value, the package's equals_full_recompute test, then --full-refresh."""
+"""Columns however they are typed or spelled, through every operator. Worked by hand: two runs,
+the package's equals_full_recompute test, then --full-refresh.
+
+- Values Spark cannot compare — maps and variants, also inside a struct. Spark refuses `=`, `<=>`
+  and EXCEPT on them (an analysis error), which an operator needs to write an output
+  change-minimally and to diff two versions of an input without a Change Data Feed; they are
+  compared by their JSON text instead. Also a run whose input changes change no value.
+- Key, time and operation columns named in the config in another case than the tables spell
+  them (`key='CID'` over a column `Cid`): Spark resolves column names ignoring case, and so must
+  every operator. The same keys of types Delta cannot cluster a table by (binary, a struct, a
+  boolean)."""
 
 from __future__ import annotations
 
-from fk_join_harness import error_of, newest_version, sources_yml
+from fk_join_harness import error_of, newest_version, recompute_tests_yml, sources_yml
+
+def stream_models(spell, priced: str) -> dict[str, str]:
+    """changelog_table over `cdc`, deduplicate over `events` and stream_table_join of `events` with
+    `prices`, their key, sequence, operation and time columns named by `spell` (e.g. str.upper);
+    `priced`: the stream_table_join's select list."""
+    cid, ts = spell("cid"), spell("ts")
+    return {
+        "models/current.sql": f"""
+            {{{{ config(materialized='changelog_table', key='{spell("id")}', sequence='{spell("seq")}', operation='{spell("op")}') }}}}
+            select * from {{{{ incremental_joins.stream(source('t', 'cdc')) }}}}
+        """,
+        "models/first_events.sql": f"""
+            {{{{ config(materialized='deduplicate', key='{cid}', interval='10 seconds', event_time='{ts}') }}}}
+            select * from {{{{ incremental_joins.stream(source('t', 'events')) }}}}
+        """,
+        "models/priced_events.sql": f"""
+            {{{{ config(materialized='stream_table_join', join_type='left', key='{cid}', event_time='{ts}', table_time='{ts}',
+                      history_retention='1 hour', grace_period='10 seconds') }}}}
+            select {priced} from {{{{ incremental_joins.as_of_join(source('t', 'events'), source('t', 'prices')) }}}}
+        """,
+    }
+
 
 FK = """
     {{{{ config(materialized='foreign_key_join', join_type='left', left_key='oid', right_key='cid', foreign_key='cid',
@@ -16,33 +44,13 @@ FK = """
 """
 FILES = {
     "models/sources.yml": sources_yml("orders", "customers", "cdc", "events", "prices"),
-    "models/tests.yml": """
-        version: 2
-        models:
-          - {name: fk_cdf, data_tests: [incremental_joins.equals_full_recompute]}
-          - {name: fk_diff, data_tests: [incremental_joins.equals_full_recompute]}
-          - {name: fk_fallback, data_tests: [incremental_joins.equals_full_recompute]}
-          - {name: current, data_tests: [incremental_joins.equals_full_recompute]}
-    """,
+    "models/tests.yml": recompute_tests_yml("fk_cdf", "fk_diff", "fk_fallback", "current"),
     # A dbt `table` model is re-created each run: fk_diff reads its changes by diffing versions.
     "models/customers_copy.sql": "{{ config(materialized='table') }} select * from {{ source('t', 'customers') }}",
     "models/fk_cdf.sql": FK.format(threshold=10, right="source('t', 'customers')"),
     "models/fk_diff.sql": FK.format(threshold=10, right="ref('customers_copy')"),
     "models/fk_fallback.sql": FK.format(threshold=0, right="source('t', 'customers')"),
-    "models/current.sql": """
-        {{ config(materialized='changelog_table', key='id', sequence='seq', operation='op') }}
-        select * from {{ incremental_joins.stream(source('t', 'cdc')) }}
-    """,
-    "models/first_events.sql": """
-        {{ config(materialized='deduplicate', key='cid', interval='10 seconds', event_time='ts') }}
-        select * from {{ incremental_joins.stream(source('t', 'events')) }}
-    """,
-    "models/priced_events.sql": """
-        {{ config(materialized='stream_table_join', join_type='left', key='cid', event_time='ts', table_time='ts',
-                  history_retention='1 hour', grace_period='10 seconds') }}
-        select s.off, s.payload, t.attrs, t.doc
-        from {{ incremental_joins.as_of_join(source('t', 'events'), source('t', 'prices')) }}
-    """,
+    **stream_models(str.lower, "s.off, s.payload, t.attrs, t.doc"),
 }
 FK_MODELS = ("fk_cdf", "fk_diff", "fk_fallback")
 # Each output as text: maps, structs and variants by to_json, rows by their first column.
@@ -106,3 +114,91 @@ def test_maps_and_variants_pass_through_every_operator(scratch_project, spark):
     assert result.success, error_of(result)
     project.invoke("run", "--full-refresh")
     assert outputs(spark, s) == expected
+
+
+CASED = {
+    "models/sources.yml": sources_yml("orders", "customers", "cdc", "dbz", "events", "prices"),
+    "models/tests.yml": recompute_tests_yml("fk_inner", "fk_outer", "current", "current_dbz"),
+    # The output key selected as the body spells it, not by output_key(). Both never fall back to
+    # a full recompute (full_recompute_above), which would hide the incremental MERGE.
+    "models/fk_inner.sql": """
+        {{ config(materialized='foreign_key_join', left_key='OID', right_key='CID', foreign_key='custid', full_recompute_above=10) }}
+        select l.Oid, l.CustId, l.Amount, r.Name from {{ incremental_joins.join(source('t', 'orders'), source('t', 'customers')) }}
+    """,
+    "models/fk_outer.sql": """
+        {{ config(materialized='foreign_key_join', join_type='outer', output_key='combined', left_key='oid', right_key='CID', foreign_key='CUSTID',
+                  full_recompute_above=10) }}
+        select {{ incremental_joins.output_key() }}, l.amount, r.name
+        from {{ incremental_joins.join(source('t', 'orders'), source('t', 'customers')) }}
+    """,
+    "models/current_dbz.sql": """
+        {{ config(materialized='changelog_table', key='ID', sequence='lsn', operation='op', payload='after') }}
+        select * from {{ incremental_joins.stream(source('t', 'dbz')) }}
+    """,
+    **stream_models(str.upper, "s.Off, t.Price"),
+}
+
+
+def test_keys_named_in_any_case_and_of_types_delta_cannot_cluster_by(scratch_project, spark):
+    # Keys of types Delta refuses to cluster a table by: binary (a Kafka message key), a struct
+    # (a composite key), a boolean. B(n): n as bytes; S(n): a struct holding n.
+    def B(n):
+        return f"cast('{n}' as binary)"
+
+    def S(n):
+        return f"named_struct('id', {n})"
+
+    project = scratch_project(CASED)
+    s = project.schema
+    for ddl in ["orders (Oid binary, CustId struct<id:int>, Amount int)", "customers (Cid struct<id:int>, Name string)",
+                "cdc (Id binary, Op string, Seq int, Val string)",
+                "dbz (Lsn int, Op string, After struct<Id:boolean, Val:string>, Before struct<Id:boolean>)",
+                "events (Off int, Cid binary, Ts timestamp)", "prices (Cid binary, Ts timestamp, Price int)"]:
+        spark.sql(f"create table {s}.{ddl} using delta tblproperties (delta.enableChangeDataFeed = true)")
+    spark.sql(f"insert into {s}.orders values ({B(1)}, {S(10)}, 5), ({B(2)}, {S(20)}, 6), ({B(3)}, {S(30)}, 7)")
+    spark.sql(f"insert into {s}.customers values ({S(10)}, 'a'), ({S(20)}, 'b')")
+    spark.sql(f"insert into {s}.cdc values ({B(1)}, 'c', 1, 'x'), ({B(2)}, 'c', 1, 'y')")
+    spark.sql(f"insert into {s}.dbz select 1, 'c', named_struct('Id', true, 'Val', 'x'), null "
+              f"union all select 2, 'c', named_struct('Id', false, 'Val', 'y'), null")
+    spark.sql(f"insert into {s}.events values (1, {B(10)}, timestamp'2026-01-01 00:00:00'), (2, {B(10)}, timestamp'2026-01-01 00:00:05')")
+    spark.sql(f"insert into {s}.prices values ({B(10)}, timestamp'2025-12-31 00:00:00', 7)")
+    project.invoke("run")
+
+    # Order 1 moves to customer 20, order 2 goes, customer 10 is renamed and 30 arrives; key 1
+    # updated (and an older event of it arrives late), key 2 deleted (true and false in the
+    # Debezium-shaped one); three more events; a price of customer 10 at 00:15.
+    spark.sql(f"update {s}.orders set CustId = {S(20)} where Oid = {B(1)}")
+    spark.sql(f"delete from {s}.orders where Oid = {B(2)}")
+    spark.sql(f"update {s}.customers set Name = 'c' where Cid = {S(10)}")
+    spark.sql(f"insert into {s}.customers values ({S(30)}, 'd')")
+    spark.sql(f"insert into {s}.cdc values ({B(1)}, 'u', 2, 'z'), ({B(2)}, 'd', 2, null), ({B(1)}, 'u', 0, 'old')")
+    spark.sql(f"insert into {s}.dbz select 3, 'u', named_struct('Id', true, 'Val', 'z'), named_struct('Id', true) "
+              f"union all select 4, 'd', null, named_struct('Id', false)")
+    spark.sql(f"insert into {s}.events values (3, {B(10)}, timestamp'2026-01-01 00:00:20'), (4, {B(10)}, timestamp'2026-01-01 00:00:21'), "
+              f"(5, {B(20)}, timestamp'2026-01-01 00:00:22')")
+    spark.sql(f"insert into {s}.prices values ({B(10)}, timestamp'2026-01-01 00:00:15', 8)")
+    project.invoke("run")
+    expected = {
+        "fk_inner": {("1", 20, 5, "b"), ("3", 30, 7, "d")},
+        # Customer 10 has no order left: an outer join keeps it with a null order key.
+        "fk_outer": {(20, "1", 5, "b"), (30, "3", 7, "d"), (10, None, None, "c")},
+        "current": {("1", 2, "z")},
+        "current_dbz": {(True, 3, "z")},
+        # 2@5 within 1@0's 10 s; 3@20 past it, 4@21 within 3's; 5 is customer 20's first.
+        "first_events": {(1, "10"), (3, "10"), (5, "20")},
+        # Stream time 22, grace 10 s: the records up to 00:12 are out, priced as of their times
+        # (before the price of 00:15); 3, 4 and 5 wait.
+        "priced_events": {(1, 7), (2, 7)},
+    }
+    shown = {"fk_inner": "cast(Oid as string), CustId.id, Amount, Name", "fk_outer": "CID.id, cast(OID as string), amount, name",
+             "current": "cast(ID as string), Seq, Val", "current_dbz": "ID, lsn, Val", "first_events": "Off, cast(Cid as string)",
+             "priced_events": "Off, Price"}
+
+    def outputs():
+        return {m: {tuple(r) for r in spark.sql(f"select {shown[m]} from {s}.{m}").collect()} for m in expected}
+
+    assert outputs() == expected
+    result = project.invoke("test", check=False)
+    assert result.success, error_of(result)
+    project.invoke("run", "--full-refresh")
+    assert outputs() == expected

@@ -51,10 +51,11 @@
   {%- if cfg.payload -%}
     {%- set payload_fields = run_query('select ' ~ adapter.quote(cfg.payload) ~ '.* from (' ~ body ~ ') as b limit 0').column_names | list -%}
   {%- endif -%}
+  {%- set lower_fields = payload_fields | map('lower') | list -%}
   {%- set key_exprs = [] -%}
   {%- for k in cfg.key -%}
     {%- if k | lower in lower_columns -%}{%- do key_exprs.append(adapter.quote(k) ~ ' as ' ~ adapter.quote(k)) -%}
-    {%- elif k in payload_fields -%}
+    {%- elif k | lower in lower_fields -%}
       {%- set inner = cfg.payload ~ '.' ~ adapter.quote(k) -%}
       {%- do key_exprs.append(('coalesce(' ~ inner ~ ', before.' ~ adapter.quote(k) ~ ')' if 'before' in lower_columns else inner) ~ ' as ' ~ adapter.quote(k)) -%}
     {%- else -%}
@@ -65,16 +66,16 @@
   {%- set values = [] -%}
   {%- set value_exprs = [] -%}
   {%- if cfg.value_columns -%}
-    {%- for c in cfg.value_columns if c | lower not in lower_columns and c not in payload_fields -%}
+    {%- for c in cfg.value_columns if c | lower not in lower_columns and c | lower not in lower_fields -%}
       {{ incremental_joins.config_error('value_columns', c, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'list columns the body selects') }}
     {%- endfor -%}
     {%- set candidates = cfg.value_columns -%}
   {%- else -%}
     {%- set candidates = ([cfg.sequence] if cfg.payload else []) + (payload_fields if cfg.payload else columns) -%}
   {%- endif -%}
-  {%- for c in candidates if c | lower not in reserved and c not in values -%}
+  {%- for c in candidates if c | lower not in reserved and c | lower not in values | map('lower') | list -%}
     {%- do values.append(c) -%}
-    {%- set top_level = c | lower in lower_columns and not (cfg.payload and c in payload_fields and c != cfg.sequence) -%}
+    {%- set top_level = c | lower in lower_columns and not (cfg.payload and c | lower in lower_fields and c | lower != cfg.sequence | lower) -%}
     {%- do value_exprs.append((adapter.quote(c) if top_level else cfg.payload ~ '.' ~ adapter.quote(c)) ~ ' as ' ~ adapter.quote(c)) -%}
   {%- endfor -%}
 

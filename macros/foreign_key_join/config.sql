@@ -13,7 +13,7 @@
     {{ incremental_joins.config_error('output_key', output_key, "must be 'combined' when join_type is 'outer' (a right row no left row references has no left key)", "set output_key='combined'") }}
   {%- endif -%}
   {%- set key_columns = (right_key + left_key) if output_key == 'combined' else left_key -%}
-  {%- if key_columns | unique | list | length != key_columns | length -%}
+  {%- if key_columns | map('lower') | unique | list | length != key_columns | length -%}
     {{ incremental_joins.config_error('output_key', output_key, 'needs distinct column names for the combined key (' ~ key_columns | join(', ') ~ ')', "rename the left or right key columns upstream, or use output_key='left'") }}
   {%- endif -%}
   {%- set threshold = incremental_joins.non_negative_config('full_recompute_above', 0.5, 'must be a fraction of the left table, 0 or more', 'e.g. 0.5 recomputes everything when over half of the left rows are affected') -%}

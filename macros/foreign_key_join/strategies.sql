@@ -162,9 +162,9 @@
 
 {% macro check_output_columns(cfg, new_rows_sql) %}
   {%- set schema = incremental_joins.query_schema(new_rows_sql) -%}
-  {%- set columns = schema | map('first') | list -%}
+  {%- set columns = schema | map('first') | map('lower') | list -%}
   {%- set missing = [] -%}
-  {%- for c in cfg.key_columns if c not in columns -%}{%- do missing.append(c) -%}{%- endfor -%}
+  {%- for c in cfg.key_columns if c | lower not in columns -%}{%- do missing.append(c) -%}{%- endfor -%}
   {%- if missing -%}
     {{ incremental_joins.config_error('output_key', cfg.output_key, 'needs the output columns ' ~ cfg.key_columns | join(', ') ~ ', but the model does not select ' ~ missing | join(', '), 'start the select list with {{ incremental_joins.output_key() }}') }}
   {%- endif -%}

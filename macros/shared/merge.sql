@@ -50,7 +50,7 @@
     {{ return(none) }}
   {%- endif -%}
   {%- set assignments = [] -%}
-  {%- for c in columns if c not in keys -%}
+  {%- for c in columns if c | lower not in keys | map('lower') | list -%}
     {%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}
   {%- endfor -%}
   {%- call statement(name, fetch_result=true) -%}
@@ -149,7 +149,7 @@
     is a key. -#}
 {% macro same_values(columns, keys, a, b, uncomparable=[]) %}
   {%- set out = [] -%}
-  {%- for c in columns if c not in keys -%}
+  {%- for c in columns if c | lower not in keys | map('lower') | list -%}
     {%- do out.append(incremental_joins.comparable(c, a, uncomparable) ~ ' <=> ' ~ incremental_joins.comparable(c, b, uncomparable)) -%}
   {%- endfor -%}
   {{ return('(' ~ out | join(' and ') ~ ')' if out else none) }}
@@ -160,7 +160,7 @@
     needs no scan of the target to find what must go: the MERGE's own join does that. -#}
 {% macro stale_keys(region_keys_sql, new_rows_sql, keys, columns) %}
   {%- set select = [] -%}
-  {%- for c in columns -%}{%- do select.append(('k.' ~ adapter.quote(c)) if c in keys else ('null as ' ~ adapter.quote(c))) -%}{%- endfor -%}
+  {%- for c in columns -%}{%- do select.append(('k.' ~ adapter.quote(c)) if c | lower in keys | map('lower') | list else ('null as ' ~ adapter.quote(c))) -%}{%- endfor -%}
   {{ return('select ' ~ select | join(', ') ~ ' from (' ~ region_keys_sql ~ ') as k left anti join (' ~ new_rows_sql ~ ') as n on ' ~ incremental_joins.keys_match(keys, 'k', 'n')) }}
 {% endmacro %}
 

@@ -75,17 +75,31 @@
   {%- call statement('create_' ~ relation.identifier) -%}
     create or replace table {{ relation }}
     using delta
-    {{ incremental_joins.cluster_by(cluster_by) }}
+    {{ incremental_joins.cluster_by(cluster_by, sql) }}
     {{ incremental_joins.location_of(relation) }}
     {{ incremental_joins.delta_tblproperties(state=true, merged=merged) }}
     as {{ sql }}
   {%- endcall -%}
 {% endmacro %}
 
-{#- `cluster by (...)` on a key's first four columns: Delta clusters by at most four (a longer
-    key failed the table's creation), and rows of one key prefix are still laid out together. -#}
-{% macro cluster_by(columns) %}
-  {{ return('cluster by (' ~ incremental_joins.column_list(columns[:4]) ~ ')' if columns else '') }}
+{#- `cluster by (...)` for a table created from query `sql`, on the first four of a key's `columns`
+    that Delta can cluster by: the types it keeps statistics for (numbers, strings, dates,
+    timestamps). Delta refuses a boolean, binary, struct or array column there
+    (DELTA_CLUSTERING_COLUMNS_DATATYPE_NOT_SUPPORTED), and a key of such a type — a Kafka
+    message key as bytes, a composite key as a struct — is laid out unclustered instead; it
+    clusters by at most four (a longer key failed the table's creation), and rows of one key
+    prefix are still laid out together. Each named as `sql` spells it: Spark resolves a CLUSTER BY
+    column case-sensitively as it creates a table (`cluster by (CID)` over a column `Cid` fails;
+    ALTER TABLE takes it), where a key config may name it in any case, as everywhere else. Both
+    probed on Spark 4.2 / Delta 4.4. One `describe query` of `sql`, when a key is given. -#}
+{% macro cluster_by(columns, sql) %}
+  {%- if not columns -%}{{ return('') }}{%- endif -%}
+  {%- set types, out = {}, [] -%}
+  {%- for name, type in incremental_joins.query_schema(sql) -%}{%- do types.setdefault(name | lower, [name, type | lower]) -%}{%- endfor -%}
+  {%- for c in columns if c | lower in types and modules.re.fullmatch('tinyint|smallint|int|bigint|float|double|decimal\\(\\d+,\\d+\\)|string|(var)?char\\(\\d+\\)|date|timestamp|timestamp_ntz', types[c | lower][1]) -%}
+    {%- do out.append(types[c | lower][0]) -%}
+  {%- endfor -%}
+  {{ return('cluster by (' ~ incremental_joins.column_list(out[:4]) ~ ')' if out else '') }}
 {% endmacro %}
 
 {#- Names of this model's staged views begin with this. -#}
@@ -263,7 +277,7 @@
   {%- call statement('main') -%}
     create or replace table {{ this }}
     using delta
-    {{ incremental_joins.cluster_by(key_columns) }}
+    {{ incremental_joins.cluster_by(key_columns, new_rows) }}
     {{ incremental_joins.location_of(this) }}
     {{ comment_clause() }}
     {{ incremental_joins.delta_tblproperties(properties) }}
