@@ -50,7 +50,7 @@
     {{ return(none) }}
   {%- endif -%}
   {%- set assignments = [] -%}
-  {%- for c in columns if c | lower not in keys | map('lower') | list -%}
+  {%- for c in incremental_joins.non_keys(columns, keys) -%}
     {%- do assignments.append('t.' ~ adapter.quote(c) ~ ' = s.' ~ adapter.quote(c)) -%}
   {%- endfor -%}
   {%- call statement(name, fetch_result=true) -%}
@@ -144,12 +144,20 @@
   {{ return(prefix ~ value ~ suffix) }}
 {% endmacro %}
 
+{#- The `columns` that are not among `keys`, names compared ignoring case (as Spark resolves them:
+    a key config may spell a column otherwise than the body selects it). -#}
+{% macro non_keys(columns, keys) %}
+  {%- set lowered, out = keys | map('lower') | list, [] -%}
+  {%- for c in columns if c | lower not in lowered -%}{%- do out.append(c) -%}{%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
 {#- (a.c1 <=> b.c1 and ...) over the `columns` not in `keys`: two rows of one key hold the same
     values (null-safe; `uncomparable` columns by their comparable value); none when every column
     is a key. -#}
 {% macro same_values(columns, keys, a, b, uncomparable=[]) %}
   {%- set out = [] -%}
-  {%- for c in columns if c | lower not in keys | map('lower') | list -%}
+  {%- for c in incremental_joins.non_keys(columns, keys) -%}
     {%- do out.append(incremental_joins.comparable(c, a, uncomparable) ~ ' <=> ' ~ incremental_joins.comparable(c, b, uncomparable)) -%}
   {%- endfor -%}
   {{ return('(' ~ out | join(' and ') ~ ')' if out else none) }}
@@ -159,8 +167,8 @@
     merge_changes: every region key without a new row, its value columns null. A MERGE fed this
     needs no scan of the target to find what must go: the MERGE's own join does that. -#}
 {% macro stale_keys(region_keys_sql, new_rows_sql, keys, columns) %}
-  {%- set select = [] -%}
-  {%- for c in columns -%}{%- do select.append(('k.' ~ adapter.quote(c)) if c | lower in keys | map('lower') | list else ('null as ' ~ adapter.quote(c))) -%}{%- endfor -%}
+  {%- set select, values = [], incremental_joins.non_keys(columns, keys) -%}
+  {%- for c in columns -%}{%- do select.append(('null as ' ~ adapter.quote(c)) if c in values else ('k.' ~ adapter.quote(c))) -%}{%- endfor -%}
   {{ return('select ' ~ select | join(', ') ~ ' from (' ~ region_keys_sql ~ ') as k left anti join (' ~ new_rows_sql ~ ') as n on ' ~ incremental_joins.keys_match(keys, 'k', 'n')) }}
 {% endmacro %}
 
