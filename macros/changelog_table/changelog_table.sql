@@ -73,7 +73,8 @@
   {%- else -%}
     {%- set candidates = ([cfg.sequence] if cfg.payload else []) + (payload_fields if cfg.payload else columns) -%}
   {%- endif -%}
-  {%- for c in candidates if c | lower not in reserved and c | lower not in values | map('lower') | list -%}
+  {%- for c in candidates if c | lower not in reserved -%}
+    {%- do reserved.append(c | lower) -%}  {#- a name taken once, in any case -#}
     {%- do values.append(c) -%}
     {%- set top_level = c | lower in lower_columns and not (cfg.payload and c | lower in lower_fields and c | lower != cfg.sequence | lower) -%}
     {%- do value_exprs.append((adapter.quote(c) if top_level else cfg.payload ~ '.' ~ adapter.quote(c)) ~ ' as ' ~ adapter.quote(c)) -%}

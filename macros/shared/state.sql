@@ -94,8 +94,7 @@
     probed on Spark 4.2 / Delta 4.4. One `describe query` of `sql`, when a key is given. -#}
 {% macro cluster_by(columns, sql) %}
   {%- if not columns -%}{{ return('') }}{%- endif -%}
-  {%- set types, out = {}, [] -%}
-  {%- for name, type in incremental_joins.query_schema(sql) -%}{%- do types.setdefault(name | lower, [name, type | lower]) -%}{%- endfor -%}
+  {%- set types, out = incremental_joins.by_name(incremental_joins.query_schema(sql)), [] -%}
   {%- for c in columns if c | lower in types and modules.re.fullmatch('tinyint|smallint|int|bigint|float|double|decimal\\(\\d+,\\d+\\)|string|(var)?char\\(\\d+\\)|date|timestamp|timestamp_ntz', types[c | lower][1]) -%}
     {%- do out.append(types[c | lower][0]) -%}
   {%- endfor -%}
@@ -392,6 +391,14 @@
 {% macro query_schema(sql) %}
   {%- set out = [] -%}
   {%- for row in run_query('describe query ' ~ sql).rows -%}{%- do out.append([row[0], row[1]]) -%}{%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
+{#- `schema` ([name, type] pairs) by lower-case name: {name: [name as spelled, type lower-case]}. Spark
+    resolves names ignoring case, and so do lookups of a configured column here. -#}
+{% macro by_name(schema) %}
+  {%- set out = {} -%}
+  {%- for name, type in schema -%}{%- do out.setdefault(name | lower, [name, type | lower]) -%}{%- endfor -%}
   {{ return(out) }}
 {% endmacro %}
 

@@ -68,9 +68,7 @@
     A missing column or one of another type (epoch numbers, strings: their unit or format is
     not the package's to guess) is a configuration error, raised before anything is written. -#}
 {% macro time_column(key, column, schema, where, alias) %}
-  {%- set types = {} -%}
-  {%- for name, type in schema -%}{%- do types.update({name | lower: type | lower}) -%}{%- endfor -%}
-  {%- set type, c = types.get(column | lower), alias ~ '.' ~ adapter.quote(column) -%}
+  {%- set type, c = incremental_joins.by_name(schema).get(column | lower, [none, none])[1], alias ~ '.' ~ adapter.quote(column) -%}
   {%- if type is none -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of ' ~ where ~ ' (' ~ schema | map('first') | join(', ') ~ ')', 'name one of those columns') }}
   {%- elif type == 'timestamp' -%}
