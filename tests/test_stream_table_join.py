@@ -286,6 +286,66 @@ def test_randomized_against_reference(scratch_project, spark, seed):
         assert j.output(name) == j.expected(name), f"seed {seed}, {name}, full refresh"
 
 
+# Operators compose (SPEC property 4): a deduplicate model's output — records carrying the
+# package's `_ij_source_version` — as the stream input of another deduplicate model, of a
+# stream-table join and of a changelog_table.
+CHAINED = {
+    "dd": "{{ config(materialized='deduplicate', key='product', interval='10 seconds', event_time='ts', arrival_order='kafka_offset') }}"
+          "select * from {{ incremental_joins.stream(source('t', 'orders')) }}",
+    "dd_again": "{{ config(materialized='deduplicate', key='product', interval='20 seconds', event_time='ts', arrival_order='kafka_offset') }}"
+                "select * from {{ incremental_joins.stream(ref('dd')) }}",
+    "dd_latest": "{{ config(materialized='changelog_table', key='product', sequence='ts', arrival_order='kafka_offset') }}"
+                 "select *, 'u' as op from {{ incremental_joins.stream(ref('dd')) }} where product is not null",
+    **{name: model(*args).replace("source('t', 'orders')", "ref('dd')") for name, args in
+       {"dd_inner": ("inner", "60 seconds", "15 seconds"), "dd_left": ("left", "60 seconds", None)}.items()},
+}
+
+
+def test_a_deduplicate_output_feeds_deduplicate_stream_table_join_and_changelog_table(scratch_project, spark):
+    """Random records, a third of them delivered twice, over random runs; the first model drops
+    the duplicates, the others read its output. Each equals its reference over the records the
+    first one forwarded (tests/reference.py's deduplicate, then its deduplicate again, its
+    stream-table join, the latest record per key) after every run — also after the first model
+    alone was rebuilt with --full-refresh (the same records: the others read nothing new). A
+    null-value record forwarded by the first model is dropped by the stream-table join, as from
+    any stream; each output has its input's columns and its own _ij_source_version once."""
+    rng = random.Random(7)
+    refs = {"dd_inner": reference.StreamTableJoin("inner", 60, 15), "dd_left": reference.StreamTableJoin("left", 60, None)}
+    j = Join(scratch_project, spark, CHAINED, key_type="bigint")
+    records: list = []
+    forwarded: list = []
+    for i, (table_commits, stream_commits) in enumerate(random_history(rng, 5)):
+        for commit in table_commits:
+            j.table(*commit)
+        for commit in stream_commits:
+            j.stream(*commit, *[r for r in commit if rng.random() < 0.35])
+        table_changes, records = j.pending_table, records + j.pending_stream
+        if i == 3:
+            j.project.invoke("run", "--quiet", "--full-refresh", "--select", "dd")
+        j.run()
+        by_offset = {r[3]: r for r in records}
+        now = [by_offset[o] for o in reference.deduplicate([(0, k, None, ts, o) for k, ts, _, o in records], 10)]
+        new, forwarded = now[len(forwarded):], now
+        again = reference.deduplicate([(0, k, None, ts, o) for k, ts, _, o in forwarded], 20)
+        latest = {}
+        for k, ts, qty, o in forwarded:
+            if k is not None and (k not in latest or (ts, o) >= latest[k][:2]):
+                latest[k] = (ts, o, qty)
+        for name, offsets in {"dd": [o for *_, o in forwarded], "dd_again": again}.items():
+            rows = spark.sql(f"select kafka_offset from {j.schema}.{name}").collect()
+            assert sorted(r[0] for r in rows) == sorted(offsets), f"{name}, run {i + 1}"
+        rows = spark.sql(f"select product, ts, qty from {j.schema}.dd_latest").collect()
+        assert {r[0]: (int(r[1].timestamp()), r[2]) for r in rows} == {k: (ts, qty) for k, (ts, _, qty) in latest.items()}, f"dd_latest, run {i + 1}"
+        for name, ref in refs.items():
+            ref.run(table_changes, new)
+            assert j.output(name) == dict(ref.emitted), f"{name}, run {i + 1}"
+    assert any(qty is None for _, _, qty, _ in forwarded) and len(forwarded) < len(records), "no null value or no duplicate"
+    columns = {name: [c.name for c in spark.table(f"{j.schema}.{name}").schema] for name in ("dd", "dd_again", "dd_latest")}
+    assert columns == {"dd": ["product", "ts", "qty", "kafka_offset", "_ij_source_version"],
+                       "dd_again": ["product", "ts", "qty", "kafka_offset", "_ij_source_version"],
+                       "dd_latest": ["product", "ts", "qty"]}
+
+
 def test_a_table_change_keyed_null_is_dropped_and_moves_no_time(scratch_project, spark):
     """Kafka Streams' table source drops a record with a null key before the versioned store
     sees it: it is no version and does not move the table time, so the horizon stays put."""

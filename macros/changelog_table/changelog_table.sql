@@ -62,7 +62,7 @@
       {{ incremental_joins.config_error('key', k, 'is not a column of the model body (' ~ columns | join(', ') ~ ')' ~ (' nor a field of ' ~ cfg.payload if cfg.payload else ''), 'name the key column(s) of the changed rows') }}
     {%- endif -%}
   {%- endfor -%}
-  {%- set reserved = (cfg.key + [cfg.operation, cfg.arrival_order, cfg.payload, '_ij_commit_version', '_ij_commit_timestamp', 'before' if cfg.payload else none]) | reject('none') | map('lower') | list -%}
+  {%- set reserved = (cfg.key + [cfg.operation, cfg.arrival_order, cfg.payload, 'before' if cfg.payload else none] + incremental_joins.commit_columns()) | reject('none') | map('lower') | list -%}
   {%- set values = [] -%}
   {%- set value_exprs = [] -%}
   {%- if cfg.value_columns -%}

@@ -30,6 +30,13 @@
              'added': plan.added, 'columns': plan.columns}) }}
 {% endmacro %}
 
+{#- The columns the package adds to a stream's records — stream()'s commit columns, and the input
+    commit a deduplicate output keeps (_ij_source_version), read by another operator downstream:
+    bookkeeping, never a value of a record. -#}
+{% macro commit_columns() %}
+  {{ return(['_ij_commit_version', '_ij_commit_timestamp', '_ij_source_version']) }}
+{% endmacro %}
+
 {#- The records of the plan: the input's columns plus _ij_commit_version and _ij_commit_timestamp. -#}
 {% macro stream_records_sql(name, plan) %}
   {%- if plan.mode == 'cdf' -%}

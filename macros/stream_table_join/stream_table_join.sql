@@ -187,13 +187,13 @@
 {% endmacro %}
 
 {#- Whether a stream record is dropped (SPEC §4): its value is null — every one of
-    `value_columns`, else every column of `columns` but the key, the event time and the arrival
-    order — or, in an inner join, its key is. With `columns` none (a dbt unit test, whose given
-    rows cannot be described apart from its query), the columns are those of the row `alias`
-    itself. Columns qualified by `alias` when given. -#}
+    `value_columns`, else every column of `columns` but the key, the event time, the arrival
+    order and the package's commit_columns — or, in an inner join, its key is. With `columns`
+    none (a dbt unit test, whose given rows cannot be described apart from its query), the
+    columns are those of the row `alias` itself. Columns qualified by `alias` when given. -#}
 {% macro stj_dropped(cfg, columns, alias=none) %}
   {%- set q = alias ~ '.' if alias else '' -%}
-  {%- set fixed = (cfg.key + [cfg.event_time, cfg.arrival_order or '', '_ij_commit_version', '_ij_commit_timestamp']) | map('lower') | list -%}
+  {%- set fixed = (cfg.key + [cfg.event_time, cfg.arrival_order or ''] + incremental_joins.commit_columns()) | map('lower') | list -%}
   {%- if cfg.value_columns or columns is not none -%}
     {%- set nulls = [] -%}
     {%- for c in cfg.value_columns or columns if cfg.value_columns or c | lower not in fixed -%}{%- do nulls.append(q ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
