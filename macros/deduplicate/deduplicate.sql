@@ -169,8 +169,8 @@
   {#- Output columns: the body's but the package's commit_columns, with the input commit of each
       record as _ij_source_version (in place of the input's own, when the input is another
       deduplicate model's output). -#}
-  {%- set user_columns, exprs = [], [] -%}
-  {%- for c in stream_records.columns if not c.startswith('__ij_') and (c == '_ij_commit_version' or c | lower not in incremental_joins.commit_columns()) -%}
+  {%- set user_columns, exprs, bookkeeping = [], [], incremental_joins.commit_columns() -%}
+  {%- for c in stream_records.columns if not c.startswith('__ij_') and (c == '_ij_commit_version' or c | lower not in bookkeeping) -%}
     {%- set name = '_ij_source_version' if c == '_ij_commit_version' else c -%}
     {%- do user_columns.append(name) -%}
     {%- do exprs.append('r.' ~ adapter.quote(c) ~ ' as ' ~ adapter.quote(name)) -%}
