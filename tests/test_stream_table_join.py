@@ -346,6 +346,60 @@ def test_a_deduplicate_output_feeds_deduplicate_stream_table_join_and_changelog_
                        "dd_latest": ["product", "ts", "qty"]}
 
 
+STAR_FED = {
+    "sj": "{{ config(materialized='stream_table_join', " + CONFIG + ", join_type='left', history_retention='60 seconds') }}"
+          "select s.*, t.price from {{ incremental_joins.as_of_join(source('t', 'orders'), source('t', 'prices')) }}",
+    "sj_dd": "{{ config(materialized='deduplicate', key='product', interval='10 seconds', event_time='ts', arrival_order='kafka_offset') }}"
+             "select * from {{ incremental_joins.stream(ref('sj')) }}",
+    "sj_latest": "{{ config(materialized='changelog_table', key='product', sequence='ts', arrival_order='kafka_offset') }}"
+                 "select *, 'u' as op from {{ incremental_joins.stream(ref('sj')) }} where product is not null",
+    "sj_sj": model("inner", "60 seconds", "15 seconds").replace("source('t', 'orders')", "ref('sj')"),
+}
+
+
+def test_a_stream_table_join_output_with_the_stream_columns_feeds_other_operators(scratch_project, spark):
+    """A stream_table_join that selects `s.*` writes the stream's _ij_commit_version and
+    _ij_commit_timestamp into its output. Read as a stream by a deduplicate, a changelog_table or
+    another stream_table_join, those are the upstream's arrival columns: each reader gives the
+    records its own (their commit in this input) in their place. Random records over five runs,
+    the upstream alone rebuilt with --full-refresh before run 4; each model equals its reference
+    over the records the upstream emitted (a left join without grace: every record with a value,
+    at once, in offset order) after every run."""
+    rng = random.Random(11)
+    upstream, joined = reference.StreamTableJoin("left", 60, None), reference.StreamTableJoin("inner", 60, 15)
+    j = Join(scratch_project, spark, STAR_FED, key_type="bigint")
+    forwarded: list = []
+    for i, (table_commits, stream_commits) in enumerate(random_history(rng, 5)):
+        for commit in table_commits:
+            j.table(*commit)
+        for commit in stream_commits:
+            j.stream(*commit, *[r for r in commit if rng.random() < 0.35])   # some delivered twice
+        table_changes, records = j.pending_table, j.pending_stream
+        if i == 3:
+            j.project.invoke("run", "--quiet", "--full-refresh", "--select", "sj")
+        j.run()
+        upstream.run(table_changes, records)
+        new = [r for r in records if r[2] is not None]
+        forwarded += new
+        joined.run(table_changes, new)
+        assert j.output("sj") == dict(upstream.emitted), f"sj, run {i + 1}"
+        assert j.output("sj_sj") == dict(joined.emitted), f"sj_sj, run {i + 1}"
+        rows = spark.sql(f"select kafka_offset from {j.schema}.sj_dd").collect()
+        expected = reference.deduplicate([(0, k, None, ts, o) for k, ts, _, o in forwarded], 10)
+        assert sorted(r[0] for r in rows) == sorted(expected), f"sj_dd, run {i + 1}"
+        latest = {}
+        for k, ts, qty, o in forwarded:
+            if k is not None and (k not in latest or (ts, o) >= latest[k][:2]):
+                latest[k] = (ts, o, qty)
+        rows = spark.sql(f"select product, ts, qty from {j.schema}.sj_latest").collect()
+        assert {r[0]: (int(r[1].timestamp()), r[2]) for r in rows} == {k: (ts, qty) for k, (ts, _, qty) in latest.items()}, f"sj_latest, run {i + 1}"
+    assert len(expected) < len(forwarded) and joined.emitted, "nothing deduplicated or nothing joined"
+    columns = {name: [c.name for c in spark.table(f"{j.schema}.{name}").schema] for name in ("sj", "sj_dd", "sj_latest")}
+    assert columns == {"sj": ["product", "ts", "qty", "kafka_offset", "_ij_commit_version", "_ij_commit_timestamp", "price"],
+                       "sj_dd": ["product", "ts", "qty", "kafka_offset", "price", "_ij_source_version"],
+                       "sj_latest": ["product", "ts", "qty", "price"]}
+
+
 def test_a_table_change_keyed_null_is_dropped_and_moves_no_time(scratch_project, spark):
     """Kafka Streams' table source drops a record with a null key before the versioned store
     sees it: it is no version and does not move the table time, so the horizon stays put."""

@@ -6,7 +6,8 @@
 
 {#- A stream input (append-only; SPEC §0): `select ... from {{ incremental_joins.stream(ref('events')) }}`.
     Each run, the body sees the input's new records with Delta's `_ij_commit_version` and
-    `_ij_commit_timestamp` columns (the arrival order). A dbt unit test of a model that reads a
+    `_ij_commit_timestamp` columns (the arrival order; in place of the input's own, when it is
+    an output that kept a stream's: stream_records_sql). A dbt unit test of a model that reads a
     stream this way (deduplicate, changelog_table) is refused: its rows are not a select of them. -#}
 {% macro stream(relation) %}
   {%- if execute and incremental_joins.unit_tested_config() is not none -%}

@@ -37,18 +37,26 @@
   {{ return(['_ij_commit_version', '_ij_commit_timestamp', '_ij_source_version']) }}
 {% endmacro %}
 
-{#- The records of the plan: the input's columns plus _ij_commit_version and _ij_commit_timestamp. -#}
+{#- The records of the plan: the input's columns plus _ij_commit_version and _ij_commit_timestamp —
+    in place of the input's own, when it has them: the output of a model that selected a
+    stream's records with them (`select s.*, ...` in a stream_table_join, a model of the user's).
+    A record's arrival here is its commit in this input. The input's columns: the plan's (read
+    by versions), or asked for on a first read. -#}
 {% macro stream_records_sql(name, plan) %}
+  {%- set columns = plan.get('columns') or incremental_joins.query_schema('select * from ' ~ name) -%}
+  {%- set shadowed = [] -%}
+  {%- for c in columns | map('first') if c | lower in incremental_joins.commit_columns()[:2] -%}{%- do shadowed.append(adapter.quote(c)) -%}{%- endfor -%}
+  {%- set others = ('* except (' ~ shadowed | join(', ') ~ ')') if shadowed else '*' -%}
   {%- if plan.mode == 'cdf' -%}
-    {{ return("select * except (_change_type, _commit_version, _commit_timestamp), _commit_version as _ij_commit_version, _commit_timestamp as _ij_commit_timestamp from " ~ incremental_joins.table_changes_sql(name, plan.from, plan.to) ~ " where _change_type = 'insert'") }}
+    {{ return("select * except (" ~ (['_change_type', '_commit_version', '_commit_timestamp'] + shadowed) | join(', ') ~ "), _commit_version as _ij_commit_version, _commit_timestamp as _ij_commit_timestamp from " ~ incremental_joins.table_changes_sql(name, plan.from, plan.to) ~ " where _change_type = 'insert'") }}
   {%- endif -%}
   {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _ij_commit_version, ' ~ plan.to_timestamp ~ ' as _ij_commit_timestamp' -%}
   {%- if plan.mode == 'diff' -%}
-    {{ return('select *, ' ~ arrival ~ ' from (' ~ incremental_joins.rows_except('select * from ' ~ name ~ ' version as of ' ~ plan.to, incremental_joins.older_version(name, plan.from, plan), plan.columns, all=true) ~ ') as new_records') }}
+    {{ return('select ' ~ others ~ ', ' ~ arrival ~ ' from (' ~ incremental_joins.rows_except('select * from ' ~ name ~ ' version as of ' ~ plan.to, incremental_joins.older_version(name, plan.from, plan), plan.columns, all=true) ~ ') as new_records') }}
   {%- elif plan.mode == 'snapshot' -%}
-    {{ return('select *, ' ~ arrival ~ ' from (' ~ incremental_joins.pinned(name, plan.to) ~ ') as records') }}
+    {{ return('select ' ~ others ~ ', ' ~ arrival ~ ' from (' ~ incremental_joins.pinned(name, plan.to) ~ ') as records') }}
   {%- endif -%}
-  {{ return('select *, ' ~ arrival ~ ' from ' ~ name ~ ' where false') }}
+  {{ return('select ' ~ others ~ ', ' ~ arrival ~ ' from ' ~ name ~ ' where false') }}
 {% endmacro %}
 
 {#- The order a run numbers its stream records in: commit, then `arrival_order` within a commit,
