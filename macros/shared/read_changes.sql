@@ -125,6 +125,28 @@
   {{ return(false) }}
 {% endmacro %}
 
+{#- Whether commit `commit` (a `describe history` row) read from the Change Data Feed may give a
+    stream input rows it wrote again: an UPDATE, a MERGE that updated or deleted rows, an
+    overwrite (INSERT OVERWRITE, replaceWhere, the partitions a dbt insert_overwrite or microbatch
+    model replaces). The feed then has the rows it removed (deletes, old images) beside those it
+    wrote (inserts, new images), and a row written again as it was is no new record
+    (stream_records_sql). An append, a DELETE (it writes no row) and a commit that changes no data
+    cannot. -#}
+{% macro rewrites_rows(commit) %}
+  {%- set operation = commit['operation'] -%}
+  {%- if operation == 'UPDATE' -%}{{ return(true) }}{%- endif -%}
+  {%- if operation == 'MERGE' -%}
+    {%- set metrics = commit['operationMetrics'] -%}
+    {%- set m = (fromjson(metrics) if metrics is string else metrics) or {} -%}
+    {{ return(not m or (m.get('numTargetRowsUpdated') or 0) | int > 0 or (m.get('numTargetRowsDeleted') or 0) | int > 0) }}
+  {%- endif -%}
+  {%- if operation in ['WRITE', 'STREAMING UPDATE'] -%}
+    {%- set params = commit['operationParameters'] or {} -%}
+    {{ return(not modules.re.search('"(output)?mode"\\s*:\\s*"append"', (params if params is string else tojson(params)) | lower)) }}
+  {%- endif -%}
+  {{ return(false) }}
+{% endmacro %}
+
 {#- Schema drift of an input: its columns (names and types) at the version consumed last and at
     the version this run reads must be the same, or its changes cannot be read (two versions'
     rows do not compare; a state table holds the old columns). One statement, planned and never

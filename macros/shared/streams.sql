@@ -26,8 +26,10 @@
   {%- endif -%}
   {%- set plan = incremental_joins.change_plan(name, start, to_version, rows, append_new_columns, widens) -%}
   {%- set mode = 'snapshot' if start == -1 and plan.mode == 'diff' else plan.mode -%}
+  {%- set rewrites = [] -%}
+  {%- for r in rows if mode == 'cdf' and start < r['version'] <= to_version and incremental_joins.rewrites_rows(r) -%}{%- do rewrites.append(r['version']) -%}{%- endfor -%}
   {{ return({'mode': mode, 'from': start, 'to': to_version, 'to_time': at, 'to_timestamp': none if mode == 'cdf' else incremental_joins.timestamp_literal(at),
-             'added': plan.added, 'columns': plan.columns}) }}
+             'added': plan.added, 'columns': plan.columns, 'rewrites': rewrites}) }}
 {% endmacro %}
 
 {#- The columns the package adds to a stream's records — stream()'s commit columns, and the input
@@ -48,7 +50,23 @@
   {%- for c in columns | map('first') if c | lower in incremental_joins.commit_columns()[:2] -%}{%- do shadowed.append(adapter.quote(c)) -%}{%- endfor -%}
   {%- set others = ('* except (' ~ shadowed | join(', ') ~ ')') if shadowed else '*' -%}
   {%- if plan.mode == 'cdf' -%}
-    {{ return("select * except (" ~ (['_change_type', '_commit_version', '_commit_timestamp'] + shadowed) | join(', ') ~ "), _commit_version as _ij_commit_version, _commit_timestamp as _ij_commit_timestamp from " ~ incremental_joins.table_changes_sql(name, plan.from, plan.to) ~ " where _change_type = 'insert'") }}
+    {%- set changes = incremental_joins.table_changes_sql(name, plan.from, plan.to) -%}
+    {%- set records = changes ~ " as c where _change_type = 'insert'" -%}
+    {#- Commits that may write rows again (plan.rewrites: their versions, or true for any): a
+        record is a row they wrote that they did not remove — the difference of the two versions
+        around the commit, duplicates counted. A row written again as it was (a partition
+        overwritten, an update to the same values) is none; a row updated to other values is a
+        new record, as a read by versions finds it. -#}
+    {%- set rewrites = plan.get('rewrites') -%}
+    {%- if rewrites -%}
+      {%- set within = 'true' if rewrites is true else '_commit_version in (' ~ rewrites | join(', ') ~ ')' -%}
+      {%- set side = 'select * except (_change_type) from ' ~ changes ~ ' where ' ~ within ~ ' and _change_type in ' -%}
+      {%- set net = incremental_joins.rows_except(side ~ "('insert', 'update_postimage')", side ~ "('delete', 'update_preimage')",
+                                                  columns + [['_commit_version', 'bigint'], ['_commit_timestamp', 'timestamp']], all=true) -%}
+      {%- set records = '(select * from ' ~ records ~ ' and not (' ~ within ~ ') union all select * except (_commit_version, _commit_timestamp), '
+                        ~ "'insert' as _change_type, _commit_version, _commit_timestamp from (" ~ net ~ ') as net) as c' -%}
+    {%- endif -%}
+    {{ return("select * except (" ~ (['_change_type', '_commit_version', '_commit_timestamp'] + shadowed) | join(', ') ~ "), _commit_version as _ij_commit_version, _commit_timestamp as _ij_commit_timestamp from " ~ records) }}
   {%- endif -%}
   {%- set arrival = 'cast(' ~ (plan.to if plan.to is not none else -1) ~ ' as bigint) as _ij_commit_version, ' ~ plan.to_timestamp ~ ' as _ij_commit_timestamp' -%}
   {%- if plan.mode == 'diff' -%}
