@@ -12,7 +12,8 @@
     two versions, or the whole snapshot, whose records all count as arriving at `to_version`.
     Reads the input's history once, from the consumed version on (begin_run's read, if it made
     one). `append_new_columns`, `widens`: see change_plan; `added` lists the columns added to the
-    input since the consumed version and `columns` its columns now (when read by versions). -#}
+    input since the consumed version and `columns` its columns now (when read by versions);
+    `rewrites` the versions of the feed's commits that may write rows again (rewrites_rows). -#}
 {% macro stream_plan(name, run, append_new_columns=none, widens=[]) %}
   {%- set from_version = none if run.full_reason else run.consumed[name] -%}
   {%- set to_version = run.versions[name] -%}
