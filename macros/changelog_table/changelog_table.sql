@@ -95,7 +95,7 @@
   {%- do incremental_joins.check_changelog_events(cfg, events) -%}
   {#- For the equals_full_recompute test: the same events, read from the input as it is then. -#}
   {%- set records_sql = incremental_joins.stream_records_sql(inputs.stream, plan) -%}
-  {%- set open_records = incremental_joins.stream_records_sql(inputs.stream, {'mode': 'cdf' if plan.mode == 'cdf' else 'snapshot', 'from': -1, 'to': none, 'to_timestamp': 'current_timestamp()', 'rewrites': true}) -%}
+  {%- set open_records = incremental_joins.stream_records_sql(inputs.stream, {'mode': 'cdf' if plan.mode == 'cdf' else 'snapshot', 'from': -1, 'to': none, 'to_timestamp': 'current_timestamp()', 'columns': plan.columns, 'rewrites': true}) -%}
   {{ return({'relation': events, 'values': values, 'recompute_sql': events_sql.replace(records_sql, open_records)}) }}
 {% endmacro %}
 

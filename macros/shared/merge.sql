@@ -180,9 +180,7 @@
   {%- if last['version'] == version_before -%}
     {{ return({'version': version_before, 'inserted': 0, 'updated': 0, 'deleted': 0}) }}
   {%- endif -%}
-  {%- set metrics = last['operationMetrics'] -%}
-  {%- if metrics is string -%}{%- set metrics = fromjson(metrics) -%}{%- endif -%}
-  {%- set m = metrics or {} -%}
+  {%- set m = incremental_joins.history_map(last, 'operationMetrics') -%}
   {{ return({
       'version': last['version'],
       'inserted': (m.get('numTargetRowsInserted') or m.get('numOutputRows') or 0) | int,

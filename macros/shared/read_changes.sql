@@ -54,7 +54,8 @@
 {% endmacro %}
 
 {#- {'mode': 'unchanged' | 'cdf' | 'diff', 'reason': why not cdf, 'added': columns added,
-    'columns': the columns at to_version, when compared with from_version's} for
+    'columns': the columns at to_version, when compared with from_version's, 'rewrites': the
+    versions of the commits that may write rows again (rewrites_rows)} for
     versions (from_version, to_version]; from_version -1 reads from the table's creation.
     `append_new_columns`: whether the model takes columns added to the input (its
     `on_schema_change`; none for an operator that cannot) — then `added` lists them as [name,
@@ -62,20 +63,21 @@
     columns that may gain fields too (changelog_table's payload), from the feed only (a diff of
     two versions cannot compare such rows). -#}
 {% macro change_plan(name, from_version, to_version, rows=none, append_new_columns=none, widens=[]) %}
-  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': '', 'added': [], 'columns': none}) }}{%- endif -%}
+  {%- if from_version == to_version -%}{{ return({'mode': 'unchanged', 'reason': '', 'added': [], 'columns': none, 'rewrites': []}) }}{%- endif -%}
   {%- set rows = rows or incremental_joins.history(name, from_version, to_version) -%}
   {%- set oldest = rows[-1]['version'] -%}
   {%- set state = namespace(cdf=true, reason='', vacuumed=false, first_change=none) -%}
+  {%- set rewrites = [] -%}
   {%- for r in rows | reverse if r['version'] > from_version -%}
     {%- if state.first_change is none -%}{%- set state.first_change = r['timestamp'] -%}{%- endif -%}
     {%- if r['version'] <= to_version and state.cdf and not incremental_joins.keeps_change_feed(r, append_new_columns) -%}
       {%- set state.cdf = false -%}{%- set state.reason = r['operation'] ~ ' at version ' ~ r['version'] -%}
     {%- endif -%}
+    {%- if r['version'] <= to_version and incremental_joins.rewrites_rows(r) -%}{%- do rewrites.append(r['version']) -%}{%- endif -%}
     {#- VACUUM deletes files removed longer ago than its retention: if that reaches back to the
         first commit after the highwater, files of the consumed version may be gone. -#}
     {%- if r['operation'] == 'VACUUM START' -%}
-      {%- set params = r['operationParameters'] -%}
-      {%- if params is string -%}{%- set params = fromjson(params) -%}{%- endif -%}
+      {%- set params = incremental_joins.history_map(r, 'operationParameters') -%}
       {%- set retention_ms = (params.get('specifiedRetentionMillis') or params.get('defaultRetentionMillis') or 604800000) | int -%}
       {%- if (r['timestamp'] - state.first_change).total_seconds() * 1000 > retention_ms -%}{%- set state.vacuumed = true -%}{%- endif -%}
     {%- endif -%}
@@ -98,7 +100,7 @@
            ~ ('Turn the feed on: alter table ' ~ name ~ " set tblproperties ('delta.enableChangeDataFeed' = 'true')." if state.reason == 'change data feed off'
               else 'The feed is read only across data changes and commits that change no data; a re-created table (a dbt `table` model) is always read this way.'), info=true) }}
   {%- endif -%}
-  {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason, 'added': taken.added, 'columns': taken.columns}) }}
+  {{ return({'mode': 'cdf' if state.cdf else 'diff', 'reason': state.reason, 'added': taken.added, 'columns': taken.columns, 'rewrites': rewrites}) }}
 {% endmacro %}
 
 {#- Whether the Change Data Feed reads across commit `commit` (a `describe history` row): the
@@ -115,10 +117,7 @@
   {%- set operation = commit['operation'] -%}
   {%- if commit['version'] == 0 and operation in ['CREATE TABLE', 'CREATE TABLE AS SELECT', 'CREATE OR REPLACE TABLE AS SELECT', 'REPLACE TABLE AS SELECT', 'CREATE OR REPLACE TABLE'] -%}{{ return(true) }}{%- endif -%}
   {%- if operation in ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'STREAMING UPDATE', 'OPTIMIZE', 'COPY INTO', 'TRUNCATE', 'VACUUM START', 'VACUUM END', 'REORG', 'CLUSTER BY', 'ADD CONSTRAINT', 'DROP CONSTRAINT'] -%}{{ return(true) }}{%- endif -%}
-  {#- The parameters as text: a dict in a session, a string over Thrift (a map rendered as JSON
-      without escaping the JSON strings inside it), so they are searched, not parsed. -#}
-  {%- set params = commit['operationParameters'] or {} -%}
-  {%- set text = (params if params is string else tojson(params)) | lower -%}
+  {%- set text = incremental_joins.parameters_text(commit) -%}
   {%- if operation == 'ADD COLUMNS' -%}{{ return(append_new_columns is true) }}{%- endif -%}
   {%- if operation == 'CHANGE COLUMN' -%}{{ return('"position"' not in text) }}{%- endif -%}
   {%- if operation in ['SET TBLPROPERTIES', 'UNSET TBLPROPERTIES'] -%}{{ return('"delta.' not in text) }}{%- endif -%}
@@ -136,15 +135,24 @@
   {%- set operation = commit['operation'] -%}
   {%- if operation == 'UPDATE' -%}{{ return(true) }}{%- endif -%}
   {%- if operation == 'MERGE' -%}
-    {%- set metrics = commit['operationMetrics'] -%}
-    {%- set m = (fromjson(metrics) if metrics is string else metrics) or {} -%}
+    {%- set m = incremental_joins.history_map(commit, 'operationMetrics') -%}
     {{ return(not m or (m.get('numTargetRowsUpdated') or 0) | int > 0 or (m.get('numTargetRowsDeleted') or 0) | int > 0) }}
   {%- endif -%}
-  {%- if operation in ['WRITE', 'STREAMING UPDATE'] -%}
-    {%- set params = commit['operationParameters'] or {} -%}
-    {{ return(not modules.re.search('"(output)?mode"\\s*:\\s*"append"', (params if params is string else tojson(params)) | lower)) }}
-  {%- endif -%}
-  {{ return(false) }}
+  {{ return(operation in ['WRITE', 'STREAMING UPDATE'] and not modules.re.search('"(output)?mode"\\s*:\\s*"append"', incremental_joins.parameters_text(commit))) }}
+{% endmacro %}
+
+{#- A map field of a `describe history` row (operationMetrics; operationParameters whose values
+    hold no JSON of their own) as a dict: a dict in a session, JSON text over Thrift. -#}
+{% macro history_map(commit, field) %}
+  {%- set value = commit[field] -%}
+  {{ return((fromjson(value) if value is string else value) or {}) }}
+{% endmacro %}
+
+{#- A commit's operationParameters as lower-case text, to search: over Thrift the map is rendered
+    as JSON without escaping the JSON strings inside it (a partitionBy list), so it is not parsed. -#}
+{% macro parameters_text(commit) %}
+  {%- set params = commit['operationParameters'] or {} -%}
+  {{ return((params if params is string else tojson(params)) | lower) }}
 {% endmacro %}
 
 {#- Schema drift of an input: its columns (names and types) at the version consumed last and at

@@ -13,7 +13,7 @@
     Reads the input's history once, from the consumed version on (begin_run's read, if it made
     one). `append_new_columns`, `widens`: see change_plan; `added` lists the columns added to the
     input since the consumed version and `columns` its columns now (when read by versions);
-    `rewrites` the versions of the feed's commits that may write rows again (rewrites_rows). -#}
+    `rewrites`: see change_plan. -#}
 {% macro stream_plan(name, run, append_new_columns=none, widens=[]) %}
   {%- set from_version = none if run.full_reason else run.consumed[name] -%}
   {%- set to_version = run.versions[name] -%}
@@ -27,10 +27,8 @@
   {%- endif -%}
   {%- set plan = incremental_joins.change_plan(name, start, to_version, rows, append_new_columns, widens) -%}
   {%- set mode = 'snapshot' if start == -1 and plan.mode == 'diff' else plan.mode -%}
-  {%- set rewrites = [] -%}
-  {%- for r in rows if mode == 'cdf' and start < r['version'] <= to_version and incremental_joins.rewrites_rows(r) -%}{%- do rewrites.append(r['version']) -%}{%- endfor -%}
   {{ return({'mode': mode, 'from': start, 'to': to_version, 'to_time': at, 'to_timestamp': none if mode == 'cdf' else incremental_joins.timestamp_literal(at),
-             'added': plan.added, 'columns': plan.columns, 'rewrites': rewrites}) }}
+             'added': plan.added, 'columns': plan.columns, 'rewrites': plan.rewrites}) }}
 {% endmacro %}
 
 {#- The columns the package adds to a stream's records — stream()'s commit columns, and the input
@@ -44,9 +42,10 @@
     in place of the input's own, when it has them: the output of a model that selected a
     stream's records with them (`select s.*, ...` in a stream_table_join, a model of the user's).
     A record's arrival here is its commit in this input. The input's columns: the plan's (read
-    by versions), or asked for on a first read. -#}
+    by versions), or asked for once and kept in the plan (a first read, an unchanged input). -#}
 {% macro stream_records_sql(name, plan) %}
-  {%- set columns = plan.get('columns') or incremental_joins.query_schema('select * from ' ~ name) -%}
+  {%- if not plan.get('columns') -%}{%- do plan.update({'columns': incremental_joins.query_schema('select * from ' ~ name)}) -%}{%- endif -%}
+  {%- set columns = plan.columns -%}
   {%- set shadowed = [] -%}
   {%- for c in columns | map('first') if c | lower in incremental_joins.commit_columns()[:2] -%}{%- do shadowed.append(adapter.quote(c)) -%}{%- endfor -%}
   {%- set others = ('* except (' ~ shadowed | join(', ') ~ ')') if shadowed else '*' -%}
