@@ -270,6 +270,9 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
         ("key='k', interval='soon', event_time='ts'", "d: config 'interval' (soon) is not a duration"),
         ("interval='10 seconds', event_time='ts'", "d: config 'key' (not set) or config id must be set"),
         ("key='k', interval='10 seconds', event_time='ts', replace_state_below=-1", "d: config 'replace_state_below' (-1) must be a number of store entries"),
+        ("key='k', interval='10 seconds', event_time=['ts', 'kafka_offset']", "d: config 'event_time' (ts, kafka_offset) must be one column; "
+         "to use several, build one column from them upstream"),
+        ("key='k', interval='10 seconds', event_time='ts', partition_by=['part', 'k']", "d: config 'partition_by' (part, k) must be one column"),
     ]:
         path.write_text(f"{{{{ config(materialized='deduplicate', {config}) }}}}\n{BODY}")
         assert expected in error_of(stream.run(check=False)), config
@@ -460,3 +463,42 @@ def test_records_tied_on_commit_and_arrival_order_are_ordered_by_their_values(sc
         shuffled = random.Random(seed).sample(records, len(records))
         assert forwarded_after_commit_in(shuffled) == first, shuffled
     assert forwarded_after_commit_in(list(reversed(records))) == first
+
+
+def test_a_kafka_topic_landed_as_it_is_ordered_by_partition_and_offset(scratch_project, spark):
+    """A Kafka topic landed in Delta as Spark's Kafka source gives it (columns key, value, topic,
+    partition, offset, timestamp: names Spark SQL also has as keywords), read by every stream
+    operator with `arrival_order=['partition', 'offset']` (offsets count per partition): a list
+    is compared column by column. One commit holds (partition, key, seconds) (1, a, 1), (0, a, 1),
+    (1, b, 8), (0, b, 3) at offsets 0, 0, 1, 1 — values v0-v3: by the list they arrived as v1, v3,
+    v0, v2. So the deduplicate forwards a's v1 and b's v3 (v2 is within 10 s of it); the
+    changelog_table, whose later arrival wins a tie on the sequence, keeps a's v0; the
+    stream_table_join (grace 2 s) finds no record late (in the order v0-v3, (b, 3) came after
+    stream time 8: late)."""
+    order = "arrival_order=['partition', 'offset']"
+    body = "select * from {{ incremental_joins.stream(source('t', 'landed')) }}"
+    project = scratch_project({
+        "models/sources.yml": sources_yml("landed", "prices"),
+        "models/d.sql": f"{{{{ config(materialized='deduplicate', key='key', interval='10 seconds', event_time='timestamp', partition_by='topic', {order}) }}}}\n{body}",
+        "models/c.sql": f"{{{{ config(materialized='changelog_table', key='key', sequence='timestamp', {order}) }}}}\n"
+                        "select *, 'u' as op from {{ incremental_joins.stream(source('t', 'landed')) }}",
+        "models/j.sql": f"{{{{ config(materialized='stream_table_join', key='key', event_time='timestamp', table_time='valid_from', "
+                        f"join_type='left', history_retention='100 seconds', grace_period='2 seconds', {order}) }}}}\n"
+                        "select s.value, t.price from {{ incremental_joins.as_of_join(source('t', 'landed'), source('t', 'prices')) }}",
+    })
+    schema = project.schema
+    spark.sql(f"create or replace table {schema}.landed (key string, value string, topic string, partition int, offset bigint, "
+              "timestamp timestamp) using delta")
+    spark.sql(f"create or replace table {schema}.prices (key string, price string, valid_from timestamp) using delta")
+    spark.sql(f"insert into {schema}.prices values ('b', 'b0', timestamp_seconds(0))")
+    spark.sql(f"insert into {schema}.landed values ('a', 'v0', 'orders', 1, 0, timestamp_seconds(1)), ('a', 'v1', 'orders', 0, 0, timestamp_seconds(1)), "
+              "('b', 'v2', 'orders', 1, 1, timestamp_seconds(8)), ('b', 'v3', 'orders', 0, 1, timestamp_seconds(3))")
+    project.invoke("run", "--quiet")
+    assert sorted(r.value for r in spark.table(f"{schema}.d").collect()) == ["v1", "v3"]
+    # The output holds the value columns: not the arrival order's.
+    assert spark.table(f"{schema}.c").columns == ["key", "value", "topic", "timestamp"]
+    assert sorted(tuple(r) for r in spark.sql(f"select key, value, unix_seconds(timestamp) from {schema}.c").collect()) == [
+        ("a", "v0", 1), ("b", "v2", 8)]   # b: sequence 8 s over 3 s
+    # Stream time 8 s: the records at 1 s and 3 s are released (before 8 - 2), (b, 8 s) waits.
+    assert sorted(tuple(r) for r in spark.table(f"{schema}.j").collect()) == [("v0", None), ("v1", None), ("v3", "b0")]
+    assert spark.sql(f"select late_records from {schema}.incremental_joins_run_log where model = 'j'").first().late_records == 0

@@ -38,7 +38,7 @@
   {%- set body = incremental_joins.with_inputs(sql, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
   {%- set columns = incremental_joins.query_columns(body) -%}
   {%- set lower_columns = columns | map('lower') | list -%}
-  {%- for key, column in [('operation', cfg.operation), ('sequence', cfg.sequence), ('arrival_order', cfg.arrival_order), ('payload', cfg.payload)] if column and column | lower not in lower_columns -%}
+  {%- for key, column in [('operation', cfg.operation), ('sequence', cfg.sequence), ('payload', cfg.payload)] + incremental_joins.named_columns(cfg, ['arrival_order']) if column and column | lower not in lower_columns -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}
   {%- endfor -%}
   {%- for column in ['_ij_commit_version', '_ij_commit_timestamp'] if column not in lower_columns -%}
@@ -62,7 +62,7 @@
       {{ incremental_joins.config_error('key', k, 'is not a column of the model body (' ~ columns | join(', ') ~ ')' ~ (' nor a field of ' ~ cfg.payload if cfg.payload else ''), 'name the key column(s) of the changed rows') }}
     {%- endif -%}
   {%- endfor -%}
-  {%- set reserved = (cfg.key + [cfg.operation, cfg.arrival_order, cfg.payload, 'before' if cfg.payload else none] + incremental_joins.commit_columns()) | reject('none') | map('lower') | list -%}
+  {%- set reserved = (cfg.key + [cfg.operation, cfg.payload, 'before' if cfg.payload else none] + incremental_joins._as_list(cfg.arrival_order) + incremental_joins.commit_columns()) | reject('none') | map('lower') | list -%}
   {%- set values = [] -%}
   {%- set value_exprs = [] -%}
   {%- if cfg.value_columns -%}
@@ -85,7 +85,7 @@
   {%- set events_sql -%}
     select {{ key_exprs | join(', ') }},
       {{ adapter.quote(cfg.sequence) }} as __ij_seq, _ij_commit_version as __ij_commit,
-      {{ adapter.quote(cfg.arrival_order) if cfg.arrival_order else '0' }} as __ij_order, _ij_commit_timestamp as __ij_commit_ts,
+      {{ incremental_joins.changelog_order(cfg) }} as __ij_order, _ij_commit_timestamp as __ij_commit_ts,
       case lower(cast({{ adapter.quote(cfg.operation) }} as string)) {{ kinds | join(' ') }} end as __ij_kind,
       cast({{ adapter.quote(cfg.operation) }} as string) as __ij_op
       {%- for e in value_exprs %}, {{ e }}{% endfor %}
@@ -97,6 +97,16 @@
   {%- set records_sql = incremental_joins.stream_records_sql(inputs.stream, plan) -%}
   {%- set open_records = incremental_joins.stream_records_sql(inputs.stream, {'mode': 'cdf' if plan.mode == 'cdf' else 'snapshot', 'from': -1, 'to': none, 'to_timestamp': 'current_timestamp()', 'columns': plan.columns, 'rewrites': true}) -%}
   {{ return({'relation': events, 'values': values, 'recompute_sql': events_sql.replace(records_sql, open_records)}) }}
+{% endmacro %}
+
+{#- An event's arrival order within its commit (`arrival_order`): its column; of several, a struct
+    of them (compared field by field), null when one of them is; 0 when unset. -#}
+{% macro changelog_order(cfg) %}
+  {%- set columns = incremental_joins._as_list(cfg.arrival_order) -%}
+  {%- if columns | length < 2 -%}{{ return(adapter.quote(columns[0]) if columns else '0') }}{%- endif -%}
+  {%- set fields = [] -%}
+  {%- for c in columns -%}{%- do fields.append("'c" ~ loop.index ~ "', " ~ adapter.quote(c)) -%}{%- endfor -%}
+  {{ return('case when ' ~ incremental_joins.any_null(columns) ~ ' then null else named_struct(' ~ fields | join(', ') ~ ') end') }}
 {% endmacro %}
 
 {#- Bad data fails before anything is written: an operation the mapping does not know, a null
@@ -116,7 +126,7 @@
   {%- elif row[4] > 0 -%}
     {%- set problem = "has " ~ row[4] ~ " change events with a null key (" ~ cfg.key | join(', ') ~ "). Filter them out in the model body, or fix 'key'" -%}
   {%- elif row[5] > 0 -%}
-    {%- set problem = "has " ~ row[5] ~ " change events with a null arrival order ('" ~ cfg.arrival_order ~ "'), e.g. key " ~ row[6] ~ ". Fill it upstream or unset 'arrival_order'" -%}
+    {%- set problem = "has " ~ row[5] ~ " change events with a null arrival order ('" ~ incremental_joins._as_list(cfg.arrival_order) | join(', ') ~ "'), e.g. key " ~ row[6] ~ ". Fill it upstream or unset 'arrival_order'" -%}
   {%- endif -%}
   {%- if problem -%}
     {{ exceptions.raise_compiler_error(model.name ~ ': the input ' ~ problem ~ '. Nothing was written.') }}

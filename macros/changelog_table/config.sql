@@ -21,10 +21,10 @@
   {{ return(incremental_joins.with_schema_change({
       'key': incremental_joins.require_config('key'),
       'sequence': sequence[0],
-      'operation': incremental_joins.config_value('operation', 'op'),
+      'operation': incremental_joins.column_config('operation', default='op'),
       'mapping': normalized,
-      'arrival_order': incremental_joins.config_value('arrival_order'),
-      'payload': incremental_joins.config_value('payload'),
+      'arrival_order': incremental_joins.columns_config('arrival_order'),
+      'payload': incremental_joins.column_config('payload'),
       'value_columns': incremental_joins._as_list(incremental_joins.config_value('value_columns')),
       'tombstone_retention': retention.sql,
   })) }}

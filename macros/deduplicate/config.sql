@@ -18,9 +18,9 @@
   {{ return(incremental_joins.with_schema_change({
       'key': key, 'id': id, 'strategy': strategy,
       'interval': interval.sql,
-      'event_time': incremental_joins.require_config('event_time')[0],
-      'arrival_order': incremental_joins.config_value('arrival_order'),
-      'partition_by': incremental_joins.config_value('partition_by'),
+      'event_time': incremental_joins.column_config('event_time', required=true),
+      'arrival_order': incremental_joins.columns_config('arrival_order'),
+      'partition_by': incremental_joins.column_config('partition_by'),
       'replace_state_below': incremental_joins.non_negative_config('replace_state_below', 1000000, 'must be a number of store entries, 0 or more', 'e.g. 1000000 rewrites the store whole while it holds at most a million entries and MERGEs above; 0 always MERGEs'),
   })) }}
 {% endmacro %}

@@ -61,7 +61,7 @@
   {%- set schema = incremental_joins.query_schema(body) -%}
   {%- set names = schema | map('first') | list -%}
   {%- set columns = names | map('lower') | list -%}
-  {%- for key, column in [('event_time', cfg.event_time), ('arrival_order', cfg.arrival_order), ('partition_by', cfg.partition_by)] + zip(['key'] * cfg.key | length, cfg.key) | list if column and column | lower not in columns -%}
+  {%- for key, column in [('event_time', cfg.event_time), ('partition_by', cfg.partition_by)] + incremental_joins.named_columns(cfg, ['arrival_order', 'key']) if column and column | lower not in columns -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}
   {%- endfor -%}
   {%- if '_ij_commit_version' not in columns -%}

@@ -30,6 +30,16 @@
 
 {% macro unit_config_json() %}{{ return(tojson(kwargs)) }}{% endmacro %}
 
+{#- (config key, column) pairs of the given keys of `cfg` that name columns (a name or a list), for
+    checking that each is a column of what a model reads. -#}
+{% macro named_columns(cfg, keys) %}
+  {%- set out = [] -%}
+  {%- for key in keys -%}
+    {%- for c in incremental_joins._as_list(cfg[key]) -%}{%- do out.append((key, c)) -%}{%- endfor -%}
+  {%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
 {% macro _as_list(value) %}
   {%- if value is none -%}{{ return([]) }}
   {%- elif value is string -%}{{ return([value]) }}
@@ -49,6 +59,24 @@
     {{ incremental_joins.config_error(key, none, 'is required by the ' ~ incremental_joins.config_value('materialized') ~ ' materialization', "set it in the model's config(), e.g. " ~ key ~ "='id' or " ~ key ~ "=['a', 'b']") }}
   {%- endif -%}
   {{ return(value) }}
+{% endmacro %}
+
+{#- A config naming one column: a name, or a list of one; `default` when unset (required: an
+    error). Several columns are an error that says to build one upstream. -#}
+{% macro column_config(key, required=false, default=none) %}
+  {%- set value = incremental_joins.require_config(key) if required else incremental_joins._as_list(incremental_joins.config_value(key, default)) -%}
+  {%- if value | length > 1 -%}
+    {{ incremental_joins.config_error(key, value | join(', '), 'must be one column', 'to use several, build one column from them upstream') }}
+  {%- endif -%}
+  {{ return(value[0] if value else none) }}
+{% endmacro %}
+
+{#- A config naming columns in order of precedence (arrival_order): none, a name (also when given
+    as a list of one, so that a model's definition does not change with the spelling) or a list of
+    several. Its columns: incremental_joins._as_list(value). -#}
+{% macro columns_config(key) %}
+  {%- set value = incremental_joins._as_list(incremental_joins.config_value(key)) -%}
+  {{ return(none if not value else value[0] if value | length == 1 else value) }}
 {% endmacro %}
 
 {% macro require_choice(key, allowed, default) %}

@@ -86,7 +86,8 @@
     collated string ties on case). Comparing values costs nothing until two records tie; the
     whole record as JSON, the tie-break before, was built for every record. -#}
 {% macro arrival_order_by(cfg, schema, alias) %}
-  {%- set by = ['_ij_commit_version', adapter.quote(cfg.arrival_order) if cfg.arrival_order else '0'] -%}
+  {%- set by = ['_ij_commit_version'] -%}
+  {%- for c in incremental_joins._as_list(cfg.arrival_order) -%}{%- do by.append(adapter.quote(c)) -%}{%- endfor -%}
   {%- for name, type in schema -%}
     {%- set c = alias ~ '.' ~ adapter.quote(name) -%}
     {%- do by.append(c if modules.re.fullmatch('tinyint|smallint|int|bigint|decimal\\(\\d+,\\d+\\)|string|binary|boolean|date|timestamp|timestamp_ntz', type | lower) else 'to_json(struct(' ~ c ~ '))') -%}

@@ -193,7 +193,7 @@
     columns are those of the row `alias` itself. Columns qualified by `alias` when given. -#}
 {% macro stj_dropped(cfg, columns, alias=none) %}
   {%- set q = alias ~ '.' if alias else '' -%}
-  {%- set fixed = (cfg.key + [cfg.event_time, cfg.arrival_order or ''] + incremental_joins.commit_columns()) | map('lower') | list -%}
+  {%- set fixed = (cfg.key + [cfg.event_time] + incremental_joins._as_list(cfg.arrival_order) + incremental_joins.commit_columns()) | map('lower') | list -%}
   {%- if cfg.value_columns or columns is not none -%}
     {%- set nulls = [] -%}
     {%- for c in cfg.value_columns or columns if cfg.value_columns or c | lower not in fixed -%}{%- do nulls.append(q ~ adapter.quote(c) ~ ' is null') -%}{%- endfor -%}
@@ -219,7 +219,7 @@
   {%- set schema = incremental_joins.query_schema(body) -%}
   {%- set columns = schema | map('first') | list -%}
   {%- set lowered = columns | map('lower') | list -%}
-  {%- for key, column in [('event_time', cfg.event_time), ('arrival_order', cfg.arrival_order)] + zip(['key'] * cfg.key | length, cfg.key) | list + zip(['value_columns'] * cfg.value_columns | length, cfg.value_columns) | list if column and column | lower not in lowered -%}
+  {%- for key, column in [('event_time', cfg.event_time)] + incremental_joins.named_columns(cfg, ['arrival_order', 'key', 'value_columns']) if column and column | lower not in lowered -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the stream input ' ~ name ~ ' (' ~ columns | join(', ') ~ ')', 'name one of those columns') }}
   {%- endfor -%}
   {%- set numbered -%}
