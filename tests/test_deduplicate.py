@@ -474,7 +474,7 @@ def test_a_kafka_topic_landed_as_it_is_ordered_by_partition_and_offset(scratch_p
     v0, v2. So the deduplicate forwards a's v1 and b's v3 (v2 is within 10 s of it); the
     changelog_table, whose later arrival wins a tie on the sequence, keeps a's v0; the
     stream_table_join (grace 2 s) finds no record late (in the order v0-v3, (b, 3) came after
-    stream time 8: late)."""
+    stream time 8: late). The table's key has another name (`table_key`)."""
     order = "arrival_order=['partition', 'offset']"
     body = "select * from {{ incremental_joins.stream(source('t', 'landed')) }}"
     project = scratch_project({
@@ -482,14 +482,14 @@ def test_a_kafka_topic_landed_as_it_is_ordered_by_partition_and_offset(scratch_p
         "models/d.sql": f"{{{{ config(materialized='deduplicate', key='key', interval='10 seconds', event_time='timestamp', partition_by='topic', {order}) }}}}\n{body}",
         "models/c.sql": f"{{{{ config(materialized='changelog_table', key='key', sequence='timestamp', {order}) }}}}\n"
                         "select *, 'u' as op from {{ incremental_joins.stream(source('t', 'landed')) }}",
-        "models/j.sql": f"{{{{ config(materialized='stream_table_join', key='key', event_time='timestamp', table_time='valid_from', "
+        "models/j.sql": f"{{{{ config(materialized='stream_table_join', key='key', table_key='product', event_time='timestamp', table_time='valid_from', "
                         f"join_type='left', history_retention='100 seconds', grace_period='2 seconds', {order}) }}}}\n"
                         "select s.value, t.price from {{ incremental_joins.as_of_join(source('t', 'landed'), source('t', 'prices')) }}",
     })
     schema = project.schema
     spark.sql(f"create or replace table {schema}.landed (key string, value string, topic string, partition int, offset bigint, "
               "timestamp timestamp) using delta")
-    spark.sql(f"create or replace table {schema}.prices (key string, price string, valid_from timestamp) using delta")
+    spark.sql(f"create or replace table {schema}.prices (product string, price string, valid_from timestamp) using delta")
     spark.sql(f"insert into {schema}.prices values ('b', 'b0', timestamp_seconds(0))")
     spark.sql(f"insert into {schema}.landed values ('a', 'v0', 'orders', 1, 0, timestamp_seconds(1)), ('a', 'v1', 'orders', 0, 0, timestamp_seconds(1)), "
               "('b', 'v2', 'orders', 1, 1, timestamp_seconds(8)), ('b', 'v3', 'orders', 0, 1, timestamp_seconds(3))")
