@@ -491,3 +491,43 @@ def test_on_schema_change_append_new_columns_takes_a_field_added_to_the_debezium
     assert table == {"1": ("ann", 4, "ann@x"), "3": ("cy", 3, None)}
     cl.run("--full-refresh", "--select", "customers_dbz")
     assert {r.id: (r.name, r.lsn, r.email) for r in spark.table(f"{cl.schema}.customers_dbz").collect()} == table
+
+
+def test_a_sequence_of_several_columns_orders_events_column_by_column(scratch_project, spark):
+    """Debezium's MySQL connector positions an event by binlog file and offset in it
+    (`source.file`, `source.pos`): `sequence=['binlog_file', 'binlog_pos']` compares the file
+    first, then the position. Key 1: (file 1, pos 900) then (file 2, pos 100) — newer, though its
+    position is lower; then, a run later, a late (file 1, pos 950): older than the stored
+    (file 2, 100), it changes nothing. Key 2 deleted at (2, 50) leaves a tombstone that an upsert at
+    (1, 999) cannot pass. By the position alone, key 1 would end as ann-950 and key 2 as bob-999. A
+    null in either column is a null sequence, named as the list. `value_columns` picks a field of
+    the payload and a top-level column: the output holds those beside the key."""
+    model = ("{{ config(materialized='changelog_table', key='id', payload='after', sequence=['binlog_file', 'binlog_pos'], value_columns=['name', 'binlog_pos']) }}\n"
+             "select *, source.file as binlog_file, source.pos as binlog_pos from {{ incremental_joins.stream(source('t', 'binlog')) }}")
+    project = scratch_project({"models/sources.yml": sources_yml("binlog"), "models/customers.sql": model})
+    schema = project.schema
+    spark.sql(f"create or replace table {schema}.binlog (before struct<id: int, name: string>, after struct<id: int, name: string>, "
+              "op string, source struct<file: string, pos: bigint>) using delta")
+
+    def append(*events) -> None:   # (id, name, op, file, pos)
+        rows = []
+        for id_, name, op, file, pos in events:
+            row = f"named_struct('id', {id_}, 'name', '{name}')"
+            before, after = (row, "null") if op == "d" else ("null", row)
+            rows.append(f"({before}, {after}, '{op}', named_struct('file', {sql_literal(file)}, 'pos', {sql_literal(pos)}))")
+        spark.sql(f"insert into {schema}.binlog values {', '.join(rows)}")
+
+    def output() -> list:
+        assert spark.table(f"{schema}.customers").columns == ["id", "name", "binlog_pos"]
+        return sorted(tuple(r) for r in spark.table(f"{schema}.customers").collect())
+
+    append((1, "ann-900", "c", "mysql-bin.000001", 900), (1, "ann-2/100", "u", "mysql-bin.000002", 100),
+           (2, "bob", "c", "mysql-bin.000001", 10), (2, "bob", "d", "mysql-bin.000002", 50))
+    project.invoke("run", "--quiet")
+    assert output() == [(1, "ann-2/100", 100)]
+    append((1, "ann-950", "u", "mysql-bin.000001", 950), (2, "bob-999", "u", "mysql-bin.000001", 999))
+    project.invoke("run", "--quiet")
+    assert output() == [(1, "ann-2/100", 100)]
+    append((3, "cy", "c", "mysql-bin.000002", None))
+    assert ("customers: the input has 1 change events with a null sequence ('binlog_file, binlog_pos'), e.g. key {\"id\":3}"
+            in error_of(project.invoke("run", "--quiet", check=False)))

@@ -469,12 +469,14 @@ def test_a_kafka_topic_landed_as_it_is_ordered_by_partition_and_offset(scratch_p
     """A Kafka topic landed in Delta as Spark's Kafka source gives it (columns key, value, topic,
     partition, offset, timestamp: names Spark SQL also has as keywords), read by every stream
     operator with `arrival_order=['partition', 'offset']` (offsets count per partition): a list
-    is compared column by column. One commit holds (partition, key, seconds) (1, a, 1), (0, a, 1),
-    (1, b, 8), (0, b, 3) at offsets 0, 0, 1, 1 — values v0-v3: by the list they arrived as v1, v3,
-    v0, v2. So the deduplicate forwards a's v1 and b's v3 (v2 is within 10 s of it); the
-    changelog_table, whose later arrival wins a tie on the sequence, keeps a's v0; the
-    stream_table_join (grace 2 s) finds no record late (in the order v0-v3, (b, 3) came after
-    stream time 8: late). The table's key has another name (`table_key`)."""
+    is compared column by column. One commit holds (partition, key, seconds, value) (1, a, 1, v0),
+    (0, a, 1, v1), (1, b, 8, v2), (0, b, 3, v3), (0, c, 2, null) at offsets 0, 0, 1, 1, 2: by the
+    list they arrived as v1, v3, null, v0, v2. So the deduplicate forwards a's v1, b's v3 (v2 is
+    within 10 s of it) and c's; the changelog_table, whose later arrival wins a tie on the
+    sequence, keeps a's v0; the stream_table_join (grace 2 s) finds no record late (in offset
+    order, (b, 3) came after stream time 8: late) and, with `value_columns=['value']`, drops c's
+    record, a tombstone, as Kafka Streams drops a null value (by default its topic would count as
+    a value). The table's key has another name (`table_key`)."""
     order = "arrival_order=['partition', 'offset']"
     body = "select * from {{ incremental_joins.stream(source('t', 'landed')) }}"
     project = scratch_project({
@@ -483,7 +485,7 @@ def test_a_kafka_topic_landed_as_it_is_ordered_by_partition_and_offset(scratch_p
         "models/c.sql": f"{{{{ config(materialized='changelog_table', key='key', sequence='timestamp', {order}) }}}}\n"
                         "select *, 'u' as op from {{ incremental_joins.stream(source('t', 'landed')) }}",
         "models/j.sql": f"{{{{ config(materialized='stream_table_join', key='key', table_key='product', event_time='timestamp', table_time='valid_from', "
-                        f"join_type='left', history_retention='100 seconds', grace_period='2 seconds', {order}) }}}}\n"
+                        f"join_type='left', history_retention='100 seconds', grace_period='2 seconds', value_columns=['value'], {order}) }}}}\n"
                         "select s.value, t.price from {{ incremental_joins.as_of_join(source('t', 'landed'), source('t', 'prices')) }}",
     })
     schema = project.schema
@@ -492,13 +494,15 @@ def test_a_kafka_topic_landed_as_it_is_ordered_by_partition_and_offset(scratch_p
     spark.sql(f"create or replace table {schema}.prices (product string, price string, valid_from timestamp) using delta")
     spark.sql(f"insert into {schema}.prices values ('b', 'b0', timestamp_seconds(0))")
     spark.sql(f"insert into {schema}.landed values ('a', 'v0', 'orders', 1, 0, timestamp_seconds(1)), ('a', 'v1', 'orders', 0, 0, timestamp_seconds(1)), "
-              "('b', 'v2', 'orders', 1, 1, timestamp_seconds(8)), ('b', 'v3', 'orders', 0, 1, timestamp_seconds(3))")
+              "('b', 'v2', 'orders', 1, 1, timestamp_seconds(8)), ('b', 'v3', 'orders', 0, 1, timestamp_seconds(3)), "
+              "('c', null, 'orders', 0, 2, timestamp_seconds(2))")
     project.invoke("run", "--quiet")
-    assert sorted(r.value for r in spark.table(f"{schema}.d").collect()) == ["v1", "v3"]
+    assert sorted(tuple(r) for r in spark.sql(f"select key, value from {schema}.d").collect()) == [("a", "v1"), ("b", "v3"), ("c", None)]
     # The output holds the value columns: not the arrival order's.
     assert spark.table(f"{schema}.c").columns == ["key", "value", "topic", "timestamp"]
     assert sorted(tuple(r) for r in spark.sql(f"select key, value, unix_seconds(timestamp) from {schema}.c").collect()) == [
-        ("a", "v0", 1), ("b", "v2", 8)]   # b: sequence 8 s over 3 s
+        ("a", "v0", 1), ("b", "v2", 8), ("c", None, 2)]   # b: sequence 8 s over 3 s
     # Stream time 8 s: the records at 1 s and 3 s are released (before 8 - 2), (b, 8 s) waits.
     assert sorted(tuple(r) for r in spark.table(f"{schema}.j").collect()) == [("v0", None), ("v1", None), ("v3", "b0")]
-    assert spark.sql(f"select late_records from {schema}.incremental_joins_run_log where model = 'j'").first().late_records == 0
+    log = spark.sql(f"select late_records, ignored_records from {schema}.incremental_joins_run_log where model = 'j'").first()
+    assert (log.late_records, log.ignored_records) == (0, 1)

@@ -38,7 +38,7 @@
   {%- set body = incremental_joins.with_inputs(sql, {'stream': incremental_joins.stream_records_sql(inputs.stream, plan)}) -%}
   {%- set columns = incremental_joins.query_columns(body) -%}
   {%- set lower_columns = columns | map('lower') | list -%}
-  {%- for key, column in [('operation', cfg.operation), ('sequence', cfg.sequence), ('payload', cfg.payload)] + incremental_joins.named_columns(cfg, ['arrival_order']) if column and column | lower not in lower_columns -%}
+  {%- for key, column in [('operation', cfg.operation), ('payload', cfg.payload)] + incremental_joins.named_columns(cfg, ['sequence', 'arrival_order']) if column and column | lower not in lower_columns -%}
     {{ incremental_joins.config_error(key, column, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'name one of those columns, or select it in the body') }}
   {%- endfor -%}
   {%- for column in ['_ij_commit_version', '_ij_commit_timestamp'] if column not in lower_columns -%}
@@ -62,6 +62,7 @@
       {{ incremental_joins.config_error('key', k, 'is not a column of the model body (' ~ columns | join(', ') ~ ')' ~ (' nor a field of ' ~ cfg.payload if cfg.payload else ''), 'name the key column(s) of the changed rows') }}
     {%- endif -%}
   {%- endfor -%}
+  {%- set sequence = incremental_joins._as_list(cfg.sequence) -%}
   {%- set reserved = (cfg.key + [cfg.operation, cfg.payload, 'before' if cfg.payload else none] + incremental_joins._as_list(cfg.arrival_order) + incremental_joins.commit_columns()) | reject('none') | map('lower') | list -%}
   {%- set values = [] -%}
   {%- set value_exprs = [] -%}
@@ -71,12 +72,12 @@
     {%- endfor -%}
     {%- set candidates = cfg.value_columns -%}
   {%- else -%}
-    {%- set candidates = ([cfg.sequence] if cfg.payload else []) + (payload_fields if cfg.payload else columns) -%}
+    {%- set candidates = (sequence if cfg.payload else []) + (payload_fields if cfg.payload else columns) -%}
   {%- endif -%}
   {%- for c in candidates if c | lower not in reserved -%}
     {%- do reserved.append(c | lower) -%}  {#- a name taken once, in any case -#}
     {%- do values.append(c) -%}
-    {%- set top_level = c | lower in lower_columns and not (cfg.payload and c | lower in lower_fields and c | lower != cfg.sequence | lower) -%}
+    {%- set top_level = c | lower in lower_columns and not (cfg.payload and c | lower in lower_fields and c | lower not in sequence | map('lower') | list) -%}
     {%- do value_exprs.append((adapter.quote(c) if top_level else cfg.payload ~ '.' ~ adapter.quote(c)) ~ ' as ' ~ adapter.quote(c)) -%}
   {%- endfor -%}
 
@@ -84,8 +85,8 @@
   {%- for value, kind in cfg.mapping.items() -%}{%- do kinds.append('when ' ~ incremental_joins.string_literal(value) ~ " then '" ~ kind ~ "'") -%}{%- endfor -%}
   {%- set events_sql -%}
     select {{ key_exprs | join(', ') }},
-      {{ adapter.quote(cfg.sequence) }} as __ij_seq, _ij_commit_version as __ij_commit,
-      {{ incremental_joins.changelog_order(cfg) }} as __ij_order, _ij_commit_timestamp as __ij_commit_ts,
+      {{ incremental_joins.changelog_ordering(cfg.sequence) }} as __ij_seq, _ij_commit_version as __ij_commit,
+      {{ incremental_joins.changelog_ordering(cfg.arrival_order) }} as __ij_order, _ij_commit_timestamp as __ij_commit_ts,
       case lower(cast({{ adapter.quote(cfg.operation) }} as string)) {{ kinds | join(' ') }} end as __ij_kind,
       cast({{ adapter.quote(cfg.operation) }} as string) as __ij_op
       {%- for e in value_exprs %}, {{ e }}{% endfor %}
@@ -99,10 +100,11 @@
   {{ return({'relation': events, 'values': values, 'recompute_sql': events_sql.replace(records_sql, open_records)}) }}
 {% endmacro %}
 
-{#- An event's arrival order within its commit (`arrival_order`): its column; of several, a struct
-    of them (compared field by field), null when one of them is; 0 when unset. -#}
-{% macro changelog_order(cfg) %}
-  {%- set columns = incremental_joins._as_list(cfg.arrival_order) -%}
+{#- An event's sequence or arrival order within its commit (config `sequence`, `arrival_order`):
+    its column; of several, a struct of them (compared field by field), null when one of them is;
+    0 when unset. -#}
+{% macro changelog_ordering(config) %}
+  {%- set columns = incremental_joins._as_list(config) -%}
   {%- if columns | length < 2 -%}{{ return(adapter.quote(columns[0]) if columns else '0') }}{%- endif -%}
   {%- set fields = [] -%}
   {%- for c in columns -%}{%- do fields.append("'c" ~ loop.index ~ "', " ~ adapter.quote(c)) -%}{%- endfor -%}
@@ -122,7 +124,7 @@
   {%- if row[0] > 0 -%}
     {%- set problem = "has operation values that config 'operation_mapping' does not map: " ~ row[1] ~ " (mapping: " ~ tojson(cfg.mapping) ~ "). Add them to operation_mapping as upsert, delete or ignore, e.g. operation_mapping={'c': 'upsert', 'u': 'upsert', 'd': 'delete', 't': 'ignore'}" -%}
   {%- elif row[2] > 0 -%}
-    {%- set problem = "has " ~ row[2] ~ " change events with a null sequence ('" ~ cfg.sequence ~ "'), e.g. key " ~ row[3] ~ ". Every event needs a sequence to be ordered: fill it upstream, or choose another 'sequence' column" -%}
+    {%- set problem = "has " ~ row[2] ~ " change events with a null sequence ('" ~ incremental_joins._as_list(cfg.sequence) | join(', ') ~ "'), e.g. key " ~ row[3] ~ ". Every event needs a sequence to be ordered: fill it upstream, or choose another 'sequence' column" -%}
   {%- elif row[4] > 0 -%}
     {%- set problem = "has " ~ row[4] ~ " change events with a null key (" ~ cfg.key | join(', ') ~ "). Filter them out in the model body, or fix 'key'" -%}
   {%- elif row[5] > 0 -%}

@@ -14,13 +14,10 @@
     {%- do normalized.update({value | string | lower: kind}) -%}
   {%- endfor -%}
   {%- set sequence = incremental_joins.require_config('sequence') -%}
-  {%- if sequence | length != 1 -%}
-    {{ incremental_joins.config_error('sequence', sequence | join(', '), 'must be one column', 'name the column that orders the changes of a key (LSN, offset, timestamp); build one upstream if it spans columns') }}
-  {%- endif -%}
   {%- set retention = incremental_joins.duration_config('tombstone_retention', '7 days', "'7 days', '12 hours' or '30 minutes'") -%}
   {{ return(incremental_joins.with_schema_change({
       'key': incremental_joins.require_config('key'),
-      'sequence': sequence[0],
+      'sequence': sequence[0] if sequence | length == 1 else sequence,
       'operation': incremental_joins.column_config('operation', default='op'),
       'mapping': normalized,
       'arrival_order': incremental_joins.columns_config('arrival_order'),
