@@ -13,11 +13,10 @@
     {%- endif -%}
     {%- do normalized.update({value | string | lower: kind}) -%}
   {%- endfor -%}
-  {%- set sequence = incremental_joins.require_config('sequence') -%}
   {%- set retention = incremental_joins.duration_config('tombstone_retention', '7 days', "'7 days', '12 hours' or '30 minutes'") -%}
   {{ return(incremental_joins.with_schema_change({
       'key': incremental_joins.require_config('key'),
-      'sequence': sequence[0] if sequence | length == 1 else sequence,
+      'sequence': incremental_joins.columns_config('sequence', required=true),
       'operation': incremental_joins.column_config('operation', default='op'),
       'mapping': normalized,
       'arrival_order': incremental_joins.columns_config('arrival_order'),

@@ -71,11 +71,12 @@
   {{ return(value[0] if value else none) }}
 {% endmacro %}
 
-{#- A config naming columns in order of precedence (arrival_order): none, a name (also when given
-    as a list of one, so that a model's definition does not change with the spelling) or a list of
-    several. Its columns: incremental_joins._as_list(value). -#}
-{% macro columns_config(key) %}
-  {%- set value = incremental_joins._as_list(incremental_joins.config_value(key)) -%}
+{#- A config naming columns in order of precedence (`arrival_order`, changelog_table's `sequence`),
+    compared column by column: none (required: an error), a name (also when given as a list of
+    one, so that a model's definition does not change with the spelling) or a list of several.
+    Its columns: incremental_joins._as_list(value). -#}
+{% macro columns_config(key, required=false) %}
+  {%- set value = incremental_joins.require_config(key) if required else incremental_joins._as_list(incremental_joins.config_value(key)) -%}
   {{ return(none if not value else value[0] if value | length == 1 else value) }}
 {% endmacro %}
 
