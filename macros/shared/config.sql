@@ -61,23 +61,23 @@
   {{ return(value) }}
 {% endmacro %}
 
-{#- A config naming one column: a name, or a list of one; `default` when unset (required: an
-    error). Several columns are an error that says to build one upstream. -#}
-{% macro column_config(key, required=false, default=none) %}
+{#- A config naming columns in order of precedence (`arrival_order`, changelog_table's `sequence`),
+    compared column by column: `default` when unset (required: an error), a name (also when given
+    as a list of one, so that a model's definition does not change with the spelling) or a list of
+    several. Its columns: incremental_joins._as_list(value). -#}
+{% macro columns_config(key, required=false, default=none) %}
   {%- set value = incremental_joins.require_config(key) if required else incremental_joins._as_list(incremental_joins.config_value(key, default)) -%}
-  {%- if value | length > 1 -%}
-    {{ incremental_joins.config_error(key, value | join(', '), 'must be one column', 'to use several, build one column from them upstream') }}
-  {%- endif -%}
-  {{ return(value[0] if value else none) }}
+  {{ return(none if not value else value[0] if value | length == 1 else value) }}
 {% endmacro %}
 
-{#- A config naming columns in order of precedence (`arrival_order`, changelog_table's `sequence`),
-    compared column by column: none (required: an error), a name (also when given as a list of
-    one, so that a model's definition does not change with the spelling) or a list of several.
-    Its columns: incremental_joins._as_list(value). -#}
-{% macro columns_config(key, required=false) %}
-  {%- set value = incremental_joins.require_config(key) if required else incremental_joins._as_list(incremental_joins.config_value(key)) -%}
-  {{ return(none if not value else value[0] if value | length == 1 else value) }}
+{#- A config naming one column (columns_config that refuses several, saying to build one
+    upstream). -#}
+{% macro column_config(key, required=false, default=none) %}
+  {%- set value = incremental_joins.columns_config(key, required, default) -%}
+  {%- if value is not none and value is not string -%}
+    {{ incremental_joins.config_error(key, value | join(', '), 'must be one column', 'to use several, build one column from them upstream') }}
+  {%- endif -%}
+  {{ return(value) }}
 {% endmacro %}
 
 {% macro require_choice(key, allowed, default) %}
