@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -193,8 +194,23 @@ def test_dbt_test_passes_on_integration_project(built):
 
 
 def test_docs_generate_works(built):
-    result = built.invoke("docs", "generate", "--quiet")
+    """`dbt docs generate` works, and the docs show the package's public macros, materializations
+    and generic tests with a description and their arguments, named as the macros name them
+    (macros/incremental_joins.yml; dbt's validate_macro_args warns of a mismatch, made an error)."""
+    result = built.invoke("docs", "generate", "--quiet", "--warn-error-options", '{"error": ["InvalidMacroAnnotation"]}')
     assert "model.incremental_joins_integration_tests.orders_by_country" in result.result.nodes
+    macros = json.loads((built.path / "target" / "manifest.json").read_text())["macros"]
+    public = {"stream": ["relation"], "join": ["left", "right", "left_alias", "right_alias"], "output_key": ["left_alias", "right_alias"],
+              "as_of_join": ["stream", "table", "stream_alias", "table_alias"], "optimize_tables": ["models"],
+              "vacuum_tables": ["models", "retain_hours"], "test_equals_full_recompute": [],
+              "test_equal_rowsets": [], "test_change_data_feed_enabled": [],
+              **{f"materialization_{m}_spark": None for m in ("foreign_key_join", "changelog_table", "deduplicate", "stream_table_join")}}
+    for name, arguments in public.items():
+        macro = macros[f"macro.incremental_joins.{name}"]
+        assert macro["description"].strip(), name
+        if arguments is not None:   # a materialization's are dbt's own
+            assert [a["name"] for a in macro["arguments"]] == arguments, name
+            assert all(a["description"] for a in macro["arguments"]), name
 
 
 @pytest.mark.session_only
