@@ -283,6 +283,16 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
     path.write_text(f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}}}\n" + BODY.replace("select *", "select part, k, id, ts"))
     assert ("d: config '(body)' (_ij_commit_version) is dropped by the select list; arrival order and exactly-once output need it; "
             "select *, or keep _ij_commit_version in the select list") in error_of(stream.run(check=False))
+    # An ephemeral model as the stream: no table, no history.
+    (stream.project.path / "models" / "events_cte.sql").write_text("{{ config(materialized='ephemeral') }}\nselect * from {{ source('t', 'events') }}")
+    path.write_text(f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}}}\n"
+                    + BODY.replace("source('t', 'events')", "ref('events_cte')"))
+    message = error_of(stream.run(check=False))
+    assert ("d: its stream input events_cte is an ephemeral model, which dbt inlines as a CTE (__dbt__cte__events_cte) and stores nowhere; "
+            "a deduplicate model reads what changed in each input from the input's Delta table. Materialize events_cte as a table or an "
+            "incremental model (e.g. config(materialized='incremental') in events_cte; a dbt `table` model is read by comparing two versions). "
+            "Nothing was written.") in message, message
+    (stream.project.path / "models" / "events_cte.sql").unlink()
     path.write_text(f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}}}\n{BODY}")
     stream.append(("p", "a", None, 1))
     stream.run()

@@ -171,7 +171,22 @@ def test_null_keys_in_an_input_fail_before_anything_is_written(project_with, spa
 
 
 def test_input_without_history_is_an_error_unless_recompute_is_chosen(project_with, spark):
+    """An input that is a view, or an ephemeral model (a CTE dbt inlines), has no Delta history:
+    the model says so, names it and the fix; with a view, on_missing_history='recompute' runs."""
     fk = project_with()
+    # An ephemeral model as the left input.
+    (fk.project.path / "models" / "stg_lhs.sql").write_text("{{ config(materialized='ephemeral') }}\nselect k, upper(v) as v, fk from {{ source('t', 'lhs') }}")
+    model_file = fk.project.path / "models" / "joined.sql"
+    model_file.write_text(model_file.read_text().replace("source('t', 'lhs')", "ref('stg_lhs')"))
+    message = error_of(fk.run(check=False))
+    assert ("joined: its left input stg_lhs is an ephemeral model, which dbt inlines as a CTE (__dbt__cte__stg_lhs) and stores nowhere; "
+            "a foreign_key_join model reads what changed in each input from the input's Delta table. Materialize stg_lhs as a table or an "
+            "incremental model") in message, message
+    assert "or as a view with on_missing_history='recompute' in joined (then recomputed whole every run). Nothing was written." in message
+    assert not spark.catalog.tableExists(f"{fk.schema}.joined")
+    (fk.project.path / "models" / "stg_lhs.sql").unlink()
+    model_file.write_text(model())
+    # A view.
     spark.sql(f"create or replace view {fk.schema}.lhs_view as select * from {fk.schema}.lhs")
     body = (fk.project.path / "models" / "joined.sql").read_text().replace("source('t', 'lhs')", "source('t', 'lhs_view')")
     (fk.project.path / "models" / "joined.sql").write_text(body)

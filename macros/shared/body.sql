@@ -55,6 +55,7 @@
     {%- endif -%}
     {%- set name = match.group(1) or match.group(2) -%}
     {%- if name.startswith('(') -%}{%- do incremental_joins.refuse_query_input(side, sql[match.start(2):]) -%}{%- endif -%}
+    {%- if name.startswith('__dbt__cte__') -%}{%- do incremental_joins.refuse_ephemeral_input(side, name) -%}{%- endif -%}
     {%- do found.update({side: name}) -%}
   {%- endfor -%}
   {{ return(found) }}
@@ -65,6 +66,17 @@
 {% macro refuse_query_input(side, rendered) %}
   {%- set msg -%}
 {{ model.name }}: its {{ side }} input is a query, not a table: `{{ (rendered | truncate(120, true, '...')) | replace('\n', ' ') }}` — dbt renders a ref or source that has an event_time this way under --sample (or for a microbatch model). A {{ config.get('materialized') }} model reads each input's Delta changes, so it runs over whole inputs: run it without --sample (e.g. `--exclude {{ model.name }}`).
+  {%- endset -%}
+  {{ exceptions.raise_compiler_error(msg) }}
+{% endmacro %}
+
+{#- An input that is an ephemeral model: dbt inlines it as a CTE named `__dbt__cte__<model>`,
+    which has no table, so no Delta history to read changes from. -#}
+{% macro refuse_ephemeral_input(side, cte) %}
+  {%- set upstream = cte[12:] -%}
+  {%- set materialized = config.get('materialized') -%}
+  {%- set msg -%}
+{{ model.name }}: its {{ side }} input {{ upstream }} is an ephemeral model, which dbt inlines as a CTE ({{ cte }}) and stores nowhere; a {{ materialized }} model reads what changed in each input from the input's Delta table. Materialize {{ upstream }} as a table or an incremental model (e.g. config(materialized='incremental') in {{ upstream }}; a dbt `table` model is read by comparing two versions){{ ", or as a view with on_missing_history='recompute' in " ~ model.name ~ " (then recomputed whole every run)" if materialized == 'foreign_key_join' else '' }}. Nothing was written.
   {%- endset -%}
   {{ exceptions.raise_compiler_error(msg) }}
 {% endmacro %}
