@@ -160,6 +160,10 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
         ({"sequence": "'position'"}, "config 'sequence' (position) is not a column of the model body"),
         ({"operation": "'kind'"}, "config 'operation' (kind) is not a column of the model body"),
         ({"operation_mapping": "'c'"}, "customers: config 'operation_mapping' (c) must be a dict from operation value to upsert, delete or ignore"),
+        # A listed column the event is read through would be dropped from the output: said.
+        ({"value_columns": "['name', 'op']"}, "customers: config 'value_columns' (op) is read to apply each change event (the operation, the payload, "
+                                              "the arrival order or the package's bookkeeping), not kept as a value; to keep it, select it under "
+                                              "another name in the body (e.g. op as last_op) and list that name"),
     ]:
         path.write_text(model(**config)["customers"])
         assert expected in error_of(cl.run(check=False)), config

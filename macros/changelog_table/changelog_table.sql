@@ -70,6 +70,12 @@
     {%- for c in cfg.value_columns if c | lower not in lower_columns and c | lower not in lower_fields -%}
       {{ incremental_joins.config_error('value_columns', c, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'list columns the body selects') }}
     {%- endfor -%}
+    {#- A listed column that the event is read through (not a key, which the output holds anyway)
+        would be left out of the output: said, not dropped silently. -#}
+    {%- set keys = cfg.key | map('lower') | list -%}
+    {%- for c in cfg.value_columns if c | lower in reserved and c | lower not in keys -%}
+      {{ incremental_joins.config_error('value_columns', c, "is read to apply each change event (the operation, the payload, the arrival order or the package's bookkeeping), not kept as a value", 'to keep it, select it under another name in the body (e.g. ' ~ c ~ ' as last_' ~ c ~ ') and list that name') }}
+    {%- endfor -%}
     {%- set candidates = cfg.value_columns -%}
   {%- else -%}
     {%- set candidates = (sequence if cfg.payload else []) + (payload_fields if cfg.payload else columns) -%}
