@@ -63,18 +63,20 @@
     {%- endif -%}
   {%- endfor -%}
   {%- set sequence = incremental_joins._as_list(cfg.sequence) -%}
-  {%- set reserved = (cfg.key + [cfg.operation, cfg.payload, 'before' if cfg.payload else none] + incremental_joins._as_list(cfg.arrival_order) + incremental_joins.commit_columns()) | reject('none') | map('lower') | list -%}
+  {#- Columns each event is read through, and with the keys those no value takes. -#}
+  {%- set read_through = ([cfg.operation, cfg.payload, 'before' if cfg.payload else none] + incremental_joins._as_list(cfg.arrival_order) + incremental_joins.commit_columns()) | reject('none') | map('lower') | list -%}
+  {%- set reserved = (cfg.key | map('lower') | list) + read_through -%}
   {%- set values = [] -%}
   {%- set value_exprs = [] -%}
   {%- if cfg.value_columns -%}
-    {%- for c in cfg.value_columns if c | lower not in lower_columns and c | lower not in lower_fields -%}
-      {{ incremental_joins.config_error('value_columns', c, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'list columns the body selects') }}
-    {%- endfor -%}
-    {#- A listed column that the event is read through (not a key, which the output holds anyway)
-        would be left out of the output: said, not dropped silently. -#}
-    {%- set keys = cfg.key | map('lower') | list -%}
-    {%- for c in cfg.value_columns if c | lower in reserved and c | lower not in keys -%}
-      {{ incremental_joins.config_error('value_columns', c, "is read to apply each change event (the operation, the payload, the arrival order or the package's bookkeeping), not kept as a value", 'to keep it, select it under another name in the body (e.g. ' ~ c ~ ' as last_' ~ c ~ ') and list that name') }}
+    {#- A listed column the event is read through would be left out of the output: said, not
+        dropped silently (a key listed is held by the output anyway). -#}
+    {%- for c in cfg.value_columns -%}
+      {%- if c | lower not in lower_columns and c | lower not in lower_fields -%}
+        {{ incremental_joins.config_error('value_columns', c, 'is not a column of the model body (' ~ columns | join(', ') ~ ')', 'list columns the body selects') }}
+      {%- elif c | lower in read_through -%}
+        {{ incremental_joins.config_error('value_columns', c, "is read to apply each change event (the operation, the payload, the arrival order or the package's bookkeeping), not kept as a value", 'to keep it, select it under another name in the body (e.g. ' ~ c ~ ' as last_' ~ c ~ ') and list that name') }}
+      {%- endif -%}
     {%- endfor -%}
     {%- set candidates = cfg.value_columns -%}
   {%- else -%}

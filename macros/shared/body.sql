@@ -73,7 +73,7 @@
 {#- An input that is an ephemeral model: dbt inlines it as a CTE named `__dbt__cte__<model>`,
     which has no table, so no Delta history to read changes from. -#}
 {% macro refuse_ephemeral_input(side, cte) %}
-  {%- set upstream = cte[12:] -%}
+  {%- set upstream = cte | replace('__dbt__cte__', '', 1) -%}
   {%- set materialized = config.get('materialized') -%}
   {%- set msg -%}
 {{ model.name }}: its {{ side }} input {{ upstream }} is an ephemeral model, which dbt inlines as a CTE ({{ cte }}) and stores nowhere; a {{ materialized }} model reads what changed in each input from the input's Delta table. Materialize {{ upstream }} as a table or an incremental model (e.g. config(materialized='incremental') in {{ upstream }}; a dbt `table` model is read by comparing two versions){{ ", or as a view with on_missing_history='recompute' in " ~ model.name ~ " (then recomputed whole every run)" if materialized == 'foreign_key_join' else '' }}. Nothing was written.
