@@ -292,6 +292,13 @@ def test_errors_name_the_model_the_value_and_the_fix(scratch_project, spark):
             "a deduplicate model reads what changed in each input from the input's Delta table. Materialize events_cte as a table or an "
             "incremental model (e.g. config(materialized='incremental') in events_cte; a dbt `table` model is read by comparing two versions). "
             "Nothing was written.") in message, message
+    # The same model as a view: no history either, and no option offered that the operator lacks.
+    (stream.project.path / "models" / "events_cte.sql").write_text("{{ config(materialized='view') }}\nselect * from {{ source('t', 'events') }}")
+    message = error_of(stream.run(check=False))
+    assert (f"d: input {stream.schema}.events_cte is a view, so it has no Delta history: its changes can be read neither from a "
+            "Change Data Feed nor by comparing Delta versions. Materialize the upstream model as a Delta table (file_format='delta', "
+            "materialized 'table' or 'incremental'). Nothing was written.") in message, message
+    assert not spark.catalog.tableExists(f"{stream.schema}.d")
     (stream.project.path / "models" / "events_cte.sql").unlink()
     path.write_text(f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', event_time='ts') }}}}\n{BODY}")
     stream.append(("p", "a", None, 1))

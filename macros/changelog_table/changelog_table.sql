@@ -14,7 +14,7 @@
   {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set name = inputs.stream -%}
   {%- set sequences = incremental_joins.state_relation('sequences') -%}
-  {%- set run = incremental_joins.begin_run([name], 'error', [sequences],
+  {%- set run = incremental_joins.begin_run([name], state=[sequences],
                                             definition=incremental_joins.model_definition(cfg, ['key', 'sequence', 'operation', 'mapping', 'arrival_order', 'payload', 'value_columns'])) -%}
   {%- set plan = incremental_joins.stream_plan(name, run, cfg.append_new_columns, [cfg.payload, 'before'] if cfg.payload else []) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}

@@ -236,14 +236,15 @@
 {% endmacro %}
 
 {#- Whether `name` is a Delta table, whose versions can be read. Without history, an input is an
-    error unless the model opts into recomputing fully every run. -#}
+    error unless the model opts into recomputing fully every run (`on_missing_history`:
+    'recompute'; none for an operator that has no such option, whose message then offers none). -#}
 {% macro has_delta_history(name, on_missing_history) %}
   {%- set relation = incremental_joins.parse_relation(name) -%}
   {%- set found = load_cached_relation(relation) -%}
   {%- set ok = incremental_joins.is_delta_table(found, name) -%}
   {%- if not ok and on_missing_history != 'recompute' -%}
     {%- set msg -%}
-{{ model.name }}: input {{ name }} is {{ 'missing' if found is none else ('a view' if found.type == 'view' else 'a table that is not Delta') ~ ', so it has no Delta history' }}: its changes can be read neither from a Change Data Feed nor by comparing Delta versions. Materialize the upstream model as a Delta table (file_format='delta', materialized 'table' or 'incremental'), or set config 'on_missing_history' = 'recompute' to rebuild this model fully on every run.
+{{ model.name }}: input {{ name }} is {{ 'missing' if found is none else ('a view' if found.type == 'view' else 'a table that is not Delta') ~ ', so it has no Delta history' }}: its changes can be read neither from a Change Data Feed nor by comparing Delta versions. Materialize the upstream model as a Delta table (file_format='delta', materialized 'table' or 'incremental'){{ ", or set config 'on_missing_history' = 'recompute' to rebuild this model fully on every run" if on_missing_history is not none else '' }}. Nothing was written.
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}

@@ -27,7 +27,7 @@
     consumed one, as it did before it could tell, and otherwise warns and reads on from the
     consumed version (right for a seed reloaded with the same records, which `dbt build` does on
     every run) — an error there would stop every such run. -#}
-{% macro begin_run(input_names, on_missing_history='error', state=[], pin_state=false, definition=none, on_recreated='warn') %}
+{% macro begin_run(input_names, on_missing_history=none, state=[], pin_state=false, definition=none, on_recreated='warn') %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
   {% do incremental_joins.create_highwater() %}
