@@ -281,6 +281,68 @@ def test_inputs_re_created_as_table_models_are_read_by_diffing_two_versions(scra
     assert fk.index("fk_inner")[0] == {"k1": "r1", "k3": "r2", "k4": "r9"}
 
 
+CHAINED = """
+{{ config(materialized='foreign_key_join', left_key='k', right_key='ck', foreign_key='rv', join_type='left',
+          full_recompute_above=10) }}
+select {{ incremental_joins.output_key() }}, l.v, l.rv, r.cv
+from {{ incremental_joins.join(ref('fk_left'), source('t', 'rhs2')) }}
+"""
+
+
+def test_an_output_is_the_input_of_another_foreign_key_join(scratch_project, spark):
+    """SPEC property 4: operators compose. `chained` joins fk_left's output (orders with their
+    customer's country code rv) to a third table (countries: ck -> cv) by that code, reading
+    fk_left's change feed: a right-side change upstream is a foreign-key move downstream. One run
+    of both models per step; `chained`'s output and exactly the keys its run changed, by hand."""
+    fk = FkJoinProject.create(scratch_project, spark, models=("fk_left",))
+    (fk.project.path / "models" / "sources.yml").write_text(sources_yml("lhs", "rhs", "rhs2"))
+    (fk.project.path / "models" / "chained.sql").write_text(CHAINED)
+    spark.sql(f"create or replace table {fk.schema}.rhs2 (ck string, cv string) using delta")
+
+    def put_country(*rows: tuple) -> None:
+        fk._upsert("rhs2", "ck", ["ck", "cv"], rows)
+
+    def chained() -> dict:
+        return {r.k: (r.v, r.rv, r.cv) for r in spark.table(f"{fk.schema}.chained").collect()}
+
+    steps = [
+        # Orders k1, k2 of customer r1 in country x.
+        (lambda: (fk.put_left(("k1", "a", "r1"), ("k2", "b", "r1")), fk.put_right(("r1", "x")), put_country(("x", "X1"))),
+         {"k1": ("a", "x", "X1"), "k2": ("b", "x", "X1")}, {("insert", "k1"), ("insert", "k2")}),
+        # The customer moves to country y, which has no row: both orders' foreign key moves.
+        (lambda: fk.put_right(("r1", "y")),
+         {"k1": ("a", "y", None), "k2": ("b", "y", None)}, {("update_postimage", "k1"), ("update_postimage", "k2")}),
+        # Country y arrives: found through chained's index.
+        (lambda: put_country(("y", "Y1")),
+         {"k1": ("a", "y", "Y1"), "k2": ("b", "y", "Y1")}, {("update_postimage", "k1"), ("update_postimage", "k2")}),
+        # The old country changes: nobody references it any more.
+        (lambda: put_country(("x", "X2")),
+         {"k1": ("a", "y", "Y1"), "k2": ("b", "y", "Y1")}, set()),
+        # The customer put again as it is: fk_left writes nothing, so chained reads nothing.
+        (lambda: fk.put_right(("r1", "y")),
+         {"k1": ("a", "y", "Y1"), "k2": ("b", "y", "Y1")}, set()),
+        # An order deleted, another's value changed.
+        (lambda: (fk.delete_left("k2"), fk.put_left(("k1", "c", "r1"))),
+         {"k1": ("c", "y", "Y1")}, {("delete", "k2"), ("update_postimage", "k1")}),
+    ]
+    for run, (change, expected, changes) in enumerate(steps, start=1):
+        change()
+        fk.run()
+        assert chained() == expected, f"run {run}"
+        assert fk.output_changes("chained") == changes, f"run {run}: chained's change feed"
+    # fk_left rebuilt by --full-refresh (its table replaced, same rows): chained reads the
+    # replacement by comparing two versions and finds nothing changed; then a new order arrives.
+    fk.run("--full-refresh", "--select", "fk_left")
+    fk.run()
+    assert chained() == {"k1": ("c", "y", "Y1")}
+    assert fk.output_changes("chained") == set()
+    assert fk.last_run_log("chained")["mode"] == "incremental"
+    fk.put_left(("k3", "d", "r1"))
+    fk.run()
+    assert chained() == {"k1": ("c", "y", "Y1"), "k3": ("d", "y", "Y1")}
+    assert fk.output_changes("chained") == {("insert", "k3")}
+
+
 def newest_highwater_rows(fk, model: str) -> tuple[dict, int]:
     """The model's highwater read back by hand: {input: {'version', 'pending'}} from each input's
     newest row (newest `updated_at`; an advance wins a tie with its pin), and the row count."""
