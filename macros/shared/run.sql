@@ -8,7 +8,9 @@
     or none}, 'versions': {input: version or none (no Delta history)}, 'full_reason': none or why
     this run recomputes everything, 'retry': whether it repeats an interrupted run, 'highwater':
     what read_highwater read, 'commits': {input: its commits since the consumed version, newest
-    first} for the inputs an incremental run reads at their newest version}. `state` are the
+    first} for the inputs an incremental run reads at their newest version}.
+    `on_missing_history`: the model's config of that name (foreign_key_join's; see
+    has_delta_history), none for an operator without it. `state` are the
     operator's state tables the incremental path needs. `definition` (a table operator's:
     model_definition) is compared with the one its output was built with: another one (the body
     or the operator config edited since, or an output of an older version of the package that
