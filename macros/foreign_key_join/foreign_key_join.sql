@@ -7,7 +7,7 @@
 {% materialization foreign_key_join, adapter='spark', supported_languages=['sql', 'python'] %}
   {%- set started_at = modules.datetime.datetime.utcnow() -%}
   {%- set cfg = incremental_joins.foreign_key_join_config() -%}
-  {%- set inputs = incremental_joins.join_inputs() -%}
+  {%- set inputs = incremental_joins.join_inputs(cfg.on_missing_history) -%}
   {%- set inputs = incremental_joins.run_inputs(inputs) -%}
   {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- do incremental_joins.check_foreign_key(cfg, inputs.left) -%}
@@ -39,9 +39,9 @@
 
 {#- {'left': relation name, 'right': relation name}: from the join() markers, or for a Python
     body from its dbt.ref()/dbt.source() calls. -#}
-{% macro join_inputs() %}
+{% macro join_inputs(on_missing_history) %}
   {%- if model.language == 'python' -%}{{ return(incremental_joins.python_join_inputs()) }}{%- endif -%}
-  {{ return(incremental_joins.marked_inputs(sql, ['left', 'right'], "select ... from {{ incremental_joins.join(ref('orders'), ref('customers')) }}")) }}
+  {{ return(incremental_joins.marked_inputs(sql, ['left', 'right'], "select ... from {{ incremental_joins.join(ref('orders'), ref('customers')) }}", on_missing_history)) }}
 {% endmacro %}
 
 {#- Every foreign-key expression must compile against the left input, checked before anything is

@@ -42,8 +42,9 @@
 {% endmacro %}
 
 {#- {side: relation name} for the markers `sides` found in the compiled SQL; `usage` shows how
-    the body is written, for the error when one is missing. -#}
-{% macro marked_inputs(sql, sides, usage) %}
+    the body is written, for the error when one is missing. `on_missing_history`: the model's
+    config of that name, none for an operator without it (as begin_run takes it). -#}
+{% macro marked_inputs(sql, sides, usage, on_missing_history=none) %}
   {%- set found = {} -%}
   {%- for side in sides -%}
     {%- set match = modules.re.search(incremental_joins.marker_pattern(side), sql or '') -%}
@@ -55,7 +56,7 @@
     {%- endif -%}
     {%- set name = match.group(1) or match.group(2) -%}
     {%- if name.startswith('(') -%}{%- do incremental_joins.refuse_query_input(side, sql[match.start(2):]) -%}{%- endif -%}
-    {%- if name.startswith('__dbt__cte__') -%}{%- do incremental_joins.refuse_ephemeral_input(side, name) -%}{%- endif -%}
+    {%- if name.startswith('__dbt__cte__') -%}{%- do incremental_joins.refuse_ephemeral_input(side, name, on_missing_history) -%}{%- endif -%}
     {%- do found.update({side: name}) -%}
   {%- endfor -%}
   {{ return(found) }}
@@ -72,11 +73,10 @@
 
 {#- An input that is an ephemeral model: dbt inlines it as a CTE named `__dbt__cte__<model>`,
     which has no table, so no Delta history to read changes from. -#}
-{% macro refuse_ephemeral_input(side, cte) %}
+{% macro refuse_ephemeral_input(side, cte, on_missing_history) %}
   {%- set upstream = cte | replace('__dbt__cte__', '', 1) -%}
-  {%- set materialized = config.get('materialized') -%}
   {%- set msg -%}
-{{ model.name }}: its {{ side }} input {{ upstream }} is an ephemeral model, which dbt inlines as a CTE ({{ cte }}) and stores nowhere; a {{ materialized }} model reads what changed in each input from the input's Delta table. Materialize {{ upstream }} as a table or an incremental model (e.g. config(materialized='incremental') in {{ upstream }}; a dbt `table` model is read by comparing two versions){{ ", or as a view with on_missing_history='recompute' in " ~ model.name ~ " (then recomputed whole every run)" if materialized == 'foreign_key_join' else '' }}. Nothing was written.
+{{ model.name }}: its {{ side }} input {{ upstream }} is an ephemeral model, which dbt inlines as a CTE ({{ cte }}) and stores nowhere; a {{ config.get('materialized') }} model reads what changed in each input from the input's Delta table. Materialize {{ upstream }} as a table or an incremental model (e.g. config(materialized='incremental') in {{ upstream }}; a dbt `table` model is read by comparing two versions){{ ", or as a view with on_missing_history='recompute' in " ~ model.name ~ " (then recomputed whole every run)" if on_missing_history is not none else '' }}. Nothing was written.
   {%- endset -%}
   {{ exceptions.raise_compiler_error(msg) }}
 {% endmacro %}
