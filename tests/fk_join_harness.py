@@ -240,6 +240,18 @@ def failing_at(step: str) -> Iterator[None]:
         del os.environ["INCREMENTAL_JOINS_FAIL_AT"]
 
 
+@contextmanager
+def running_at(step: str, sql: str) -> Iterator[None]:
+    """dbt runs inside run the statement `sql` at `step` (INCREMENTAL_JOINS_SQL_AT and
+    INCREMENTAL_JOINS_SQL, read by the macro inject_failure): another run's write in the middle of
+    a run, or a pause."""
+    os.environ["INCREMENTAL_JOINS_SQL_AT"], os.environ["INCREMENTAL_JOINS_SQL"] = step, sql
+    try:
+        yield
+    finally:
+        del os.environ["INCREMENTAL_JOINS_SQL_AT"], os.environ["INCREMENTAL_JOINS_SQL"]
+
+
 def error_of(result) -> str:
     """The error messages of a failed dbt invocation."""
     assert not result.success

@@ -4,12 +4,17 @@ crash-and-rerun; full refresh; errors."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+import time
 
 import pytest
 
 import reference
-from fk_join_harness import CRASH_STEPS, error_of, failing_at, random_seeds, sources_yml, sql_literal, tblproperties
+from conftest import THRIFT
+from fk_join_harness import CRASH_STEPS, error_of, failing_at, random_seeds, running_at, sources_yml, sql_literal, tblproperties
 
 BODY = "select * from {{ incremental_joins.stream(source('t', 'events')) }}"
 COMMON = "event_time='ts', arrival_order='kafka_offset', partition_by='part'"
@@ -241,6 +246,83 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     stream.append(*records[34:])
     stream.run()
     assert stream.forwarded("by_key") == sorted(reference.deduplicate(stream.records, 10)), "the run after the repaired ones"
+
+
+def test_a_run_that_another_run_of_the_model_overlaps_stops(scratch_project, spark):
+    """Two runs of one deduplicate model at the same time (overlapping jobs) could both append the
+    same records. Another run's write to the model's highwater table during a run — here a commit
+    that a test hook makes at a step, the same rows again; the real thing in thrift mode below —
+    stops the run: found before its pin, with nothing written; found before it records its
+    progress, with the remedy. Either way a run after it forwards every record once. A commit
+    that writes no rows does not stop it."""
+    stream = Stream(scratch_project, spark, {"d": f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', {COMMON}) }}}}\n{BODY}"})
+    records = random_records(random.Random(11), 30)
+    stream.append(*records[:10])
+    stream.run()
+    hw = f"{stream.schema}.d__ij_highwater"
+    other_run = f"insert into {hw} select * from {hw}"
+    newest = lambda table: spark.sql(f"describe history {table} limit 1").first()["version"]
+    intro = f"d: another run of this model wrote its highwater table {hw} while this run was running"
+    two = "two runs of one deduplicate model at the same time can both append the same records."
+
+    stream.append(*records[10:20])
+    read, output, state = newest(hw), newest(f"{stream.schema}.d"), newest(f"{stream.schema}.d__ij_state")
+    with running_at("before_pin", other_run):
+        failed = stream.run(check=False)
+    assert (f"{intro} (it is at version {read + 1}; this run read version {read} and wrote 0 more): {two} "
+            "This run stopped before its first write: nothing was written. Run the model from one job at a time.\n") in error_of(failed)
+    assert (newest(hw), newest(f"{stream.schema}.d"), newest(f"{stream.schema}.d__ij_state")) == (read + 1, output, state)
+    stream.run()
+    assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
+
+    # A commit that writes no rows (optimize_tables, vacuum_tables, a property) is no other run.
+    stream.append(*records[20:25])
+    read = newest(hw)
+    with running_at("before_pin", f"alter table {hw} set tblproperties ('delta.logRetentionDuration' = 'interval 31 days')"):
+        stream.run()
+    assert newest(hw) == read + 3
+    assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
+
+    stream.append(*records[25:])
+    read = newest(hw)
+    with running_at("before_highwater", other_run):
+        failed = stream.run(check=False)
+    assert (f"{intro} (it is at version {read + 2}; this run read version {read} and wrote 1 more): {two} "
+            f"This run stopped before recording its progress, and its output {stream.schema}.d may now hold records twice: "
+            "run `dbt run --full-refresh --select d` to rebuild it from its whole input, and run the model from one job at a time.\n") in error_of(failed)
+    stream.run()
+    assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
+
+
+@pytest.mark.skipif(not THRIFT, reason="two dbt processes against one cluster: thrift mode")
+def test_two_runs_at_the_same_time_append_each_record_once(scratch_project, spark):
+    """The overlap itself, on the cluster: run A (another process) reads the highwater, then pauses
+    before its pin (a test hook's statement, a 45 s sleep on the Thrift server) while run B reads,
+    appends and records its progress. A then finds B's writes and stops with nothing written:
+    every record once. Without the check both appended the new records (probed 2026-12-05)."""
+    stream = Stream(scratch_project, spark, {"d": f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', {COMMON}) }}}}\n{BODY}"})
+    records = random_records(random.Random(12), 20)
+    stream.append(*records[:10])
+    stream.run()
+    stream.append(*records[10:])
+    path = stream.project.path
+    log = path / "run_a.log"
+    env = {**os.environ, "INCREMENTAL_JOINS_SQL_AT": "before_pin",
+           "INCREMENTAL_JOINS_SQL": "select reflect('java.lang.Thread', 'sleep', cast(45000 as bigint))"}
+    with open(log, "w") as out:
+        run_a = subprocess.Popen([sys.executable, "-m", "dbt.cli.main", "run", "--project-dir", str(path), "--profiles-dir", str(path),
+                                  "--target", stream.project.target], env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while "running INCREMENTAL_JOINS_SQL at before_pin" not in log.read_text():
+            assert run_a.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+        stream.run()                                            # run B, while A sleeps
+        assert run_a.wait(timeout=300) != 0
+    finally:
+        run_a.kill()
+    assert "This run stopped before its first write: nothing was written." in log.read_text(), log.read_text()
+    assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
 
 
 def test_full_refresh_false_keeps_a_full_refresh_from_rebuilding_the_model(scratch_project, spark):

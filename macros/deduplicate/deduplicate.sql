@@ -17,7 +17,7 @@
   {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set name = inputs.stream -%}
   {%- set state = incremental_joins.state_relation('state') -%}
-  {%- set run = incremental_joins.begin_run([name], state=[state], pin_state=true) -%}
+  {%- set run = incremental_joins.begin_run([name], state=[state], pin_state=true, sole=true) -%}
   {%- set full = run.full_reason is not none -%}
   {%- set plan = incremental_joins.stream_plan(name, run, cfg.append_new_columns) -%}
   {%- set pinned = none if full else incremental_joins.pinned(state, run.versions[state | string]) -%}

@@ -76,10 +76,13 @@
 {% macro databricks__highwater_notes() %}{{ return(false) }}{% endmacro %}
 
 {#- The state the newest commit of the highwater table carries ({'state': ..., 'rows': n}), or
-    none: when it carries none (see above), or where commits carry none (highwater_notes). -#}
+    none: when it carries none (see above), or where commits carry none (highwater_notes). Where
+    they can, the version read is kept for assert_sole_run. -#}
 {% macro highwater_from_history() %}
   {%- if not incremental_joins.highwater_notes() -%}{{ return(none) }}{%- endif -%}
-  {%- set note = run_query('describe history ' ~ incremental_joins.highwater_relation() ~ ' limit 1').rows[0]['userMetadata'] -%}
+  {%- set newest = run_query('describe history ' ~ incremental_joins.highwater_relation() ~ ' limit 1').rows[0] -%}
+  {%- do model.update({'incremental_joins_highwater_seen': {'version': newest['version'] | int, 'writes': 0}}) -%}  {#- for assert_sole_run -#}
+  {%- set note = newest['userMetadata'] -%}
   {%- set parsed = fromjson(note) if note and note.startswith('{"incremental_joins_highwater"') else none -%}
   {{ return(parsed.incremental_joins_highwater if parsed else none) }}
 {% endmacro %}
@@ -91,6 +94,8 @@
   {%- for name, v in run.versions.items() -%}
     {%- do rows.update({name: {'version': run.highwater.get(name, {}).get('version'), 'pending': v, 'commit': run.highwater.get(name, {}).get('commit')}}) -%}
   {%- endfor -%}
+  {% do incremental_joins.inject_failure('before_pin') %}
+  {% if run.sole %}{% do incremental_joins.assert_sole_run('pin') %}{% endif %}
   {% do incremental_joins.write_highwater('pin', rows) %}
 {% endmacro %}
 
@@ -126,9 +131,46 @@
     {%- endfor -%}
     {%- do known.update({'state': state, 'rows': (0 if overwrite else known.rows) + rows | length}) -%}
   {%- endif -%}
+  {%- set seen = model.get('incremental_joins_highwater_seen') -%}
+  {%- if seen -%}{%- do seen.update({'writes': seen.writes + 1}) -%}{%- endif -%}
   {% call statement(step ~ '_highwater') -%}
     insert {{ 'overwrite' if overwrite else 'into' }} {{ incremental_joins.highwater_relation() }}
     {% if note %}with ('userMetadata' = {{ incremental_joins.string_literal(tojson({'incremental_joins_highwater': known})) }}){% endif %}
     values {{ values | join(', ') }}
   {%- endcall %}
+{% endmacro %}
+
+{#- A stream operator's check that no other run of the model wrote the highwater table while this
+    one ran: its newest version is the one this run read plus this run's own writes. Two runs of
+    one deduplicate or stream_table_join model at the same time (overlapping jobs) can both append
+    the same records: both read before either pinned, or the second takes the first's pin for an
+    interrupted run's and repeats it. Checked before the pin (`step` 'pin': a run that finds
+    another's pin or advance since its read stops with nothing written) and before the advance
+    ('advance': the overlaps the first check cannot see — the other run started after this run's
+    pin, or pinned in between — are told, though both may have appended by then). A table
+    operator needs no check: both runs write the same change-minimal MERGE. Commits that write no
+    rows (OPTIMIZE, VACUUM, table properties: optimize_tables and vacuum_tables at the same time)
+    are not another run's. Where the highwater's commits carry no notes (highwater_notes) the
+    version is not read, and nothing is checked. Costs one `describe history ... limit 1` (no Spark
+    job); a second reads the commits since this run's read when there are more than its own. -#}
+{% macro assert_sole_run(step) %}
+  {%- set seen = model.get('incremental_joins_highwater_seen') -%}
+  {%- if not seen -%}{{ return(none) }}{%- endif -%}
+  {%- set hw = incremental_joins.highwater_relation() -%}
+  {%- set newest = run_query('describe history ' ~ hw ~ ' limit 1').rows[0]['version'] | int -%}
+  {%- set writes = seen.writes if newest >= seen.version + seen.writes else -1 -%}  {#- -1: fewer commits, the table replaced -#}
+  {%- if newest > seen.version + seen.writes -%}
+    {%- set maintenance = ['OPTIMIZE', 'VACUUM START', 'VACUUM END', 'SET TBLPROPERTIES', 'UNSET TBLPROPERTIES', 'REORG'] -%}
+    {%- set commits = run_query('describe history ' ~ hw ~ ' limit ' ~ (newest - seen.version)).rows -%}
+    {%- set writes = commits | rejectattr('operation', 'in', maintenance) | list | length -%}
+  {%- endif -%}
+  {%- if writes != seen.writes -%}
+    {%- set msg -%}
+{{ model.name }}: another run of this model wrote its highwater table {{ incremental_joins.highwater_relation() }} while this run was running (it is at version {{ newest }}; this run read version {{ seen.version }} and wrote {{ seen.writes }} more): two runs of one {{ config.get('materialized') }} model at the same time can both append the same records.
+      {%- if step == 'pin' %} This run stopped before its first write: nothing was written. Run the model from one job at a time.
+      {%- else %} This run stopped before recording its progress, and its output {{ this }} may now hold records twice: run `dbt run --full-refresh --select {{ model.name }}` to rebuild it from its whole input, and run the model from one job at a time.
+      {%- endif -%}
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
 {% endmacro %}

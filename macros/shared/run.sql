@@ -28,8 +28,10 @@
     records are new) stops the run before anything is written when the version is below the
     consumed one, as it did before it could tell, and otherwise warns and reads on from the
     consumed version (right for a seed reloaded with the same records, which `dbt build` does on
-    every run) — an error there would stop every such run. -#}
-{% macro begin_run(input_names, on_missing_history=none, state=[], pin_state=false, definition=none, on_recreated='warn') %}
+    every run) — an error there would stop every such run. `sole`: the pin and end_run check that no
+    other run of the model wrote its highwater meanwhile (assert_sole_run; the stream operators,
+    whose appends two overlapping runs can repeat). -#}
+{% macro begin_run(input_names, on_missing_history=none, state=[], pin_state=false, definition=none, on_recreated='warn', sole=false) %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
   {% do incremental_joins.create_highwater() %}
@@ -102,7 +104,7 @@
   {%- set retry = namespace(found=false) -%}
   {%- for name in versions if highwater.get(name, {}).get('pending') is not none -%}{%- set retry.found = true -%}{%- endfor -%}
   {{ return({'consumed': consumed, 'versions': versions, 'full_reason': full_reason, 'retry': retry.found and not should_full_refresh(), 'highwater': highwater,
-              'commits': commits if full_reason is none else {}}) }}
+              'commits': commits if full_reason is none else {}, 'sole': sole}) }}
 {% endmacro %}
 
 {#- The first step of every run, before anything is read or written: dbt's table configs checked
@@ -148,6 +150,7 @@
     an earlier run gave and the config no longer names are revoked, as dbt's `table` does). -#}
 {% macro end_run(operator, started_at, stats, run) %}
   {% do incremental_joins.inject_failure('before_highwater') %}
+  {% if run.sole %}{% do incremental_joins.assert_sole_run('advance') %}{% endif %}
   {% do incremental_joins.record_definition() %}
   {% do incremental_joins.advance_highwater(run.versions) %}
   {% do incremental_joins.release_staged() %}
@@ -181,11 +184,17 @@
   {%- do run_query('alter table ' ~ this ~ ' set ' ~ incremental_joins.tblproperties_clause(recorded)) -%}
 {% endmacro %}
 
-{#- Tests only: stop a run at a named step to prove that a re-run repairs it. An environment
-    variable, not a dbt var: dbt parses the whole project again whenever --vars change (~2.5 s a
+{#- Tests only: stop a run at a named step to prove that a re-run repairs it
+    (INCREMENTAL_JOINS_FAIL_AT), or run a statement there (INCREMENTAL_JOINS_SQL_AT and
+    INCREMENTAL_JOINS_SQL: another run's write, or a pause that lets another run go by). Environment
+    variables, not dbt vars: dbt parses the whole project again whenever --vars change (~2.5 s a
     run), and env_var() read while a model runs does not make it re-parse. -#}
 {% macro inject_failure(step) %}
   {%- if env_var('INCREMENTAL_JOINS_FAIL_AT', '') == step -%}
     {{ exceptions.raise_compiler_error(model.name ~ ': injected failure at ' ~ step ~ ' (INCREMENTAL_JOINS_FAIL_AT)') }}
+  {%- endif -%}
+  {%- if env_var('INCREMENTAL_JOINS_SQL_AT', '') == step -%}
+    {{ log(model.name ~ ': running INCREMENTAL_JOINS_SQL at ' ~ step, info=true) }}
+    {%- do run_query(env_var('INCREMENTAL_JOINS_SQL')) -%}
   {%- endif -%}
 {% endmacro %}
