@@ -45,7 +45,7 @@ RANDOM_AND_CRASH="$STJ::test_randomized_against_reference $FKR::test_run_interru
   $STJ::test_crash_and_rerun $DEDUP::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run
   $CL::test_random_changelogs_over_random_runs_match_the_reference $CL::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run"
 ERRORS="tests/test_foreign_key_join_windowed.py tests/test_foreign_key_join_errors.py tests/test_dbt_contracts_and_grants.py $STJ::test_errors
-  $DEDUP::test_errors_name_the_model_the_value_and_the_fix $DEDUP::test_a_run_that_another_run_of_the_model_overlaps_stops $CL::test_expired_tombstones_are_purged_and_stop_blocking_older_events
+  $DEDUP::test_errors_name_the_model_the_value_and_the_fix $DEDUP::test_a_run_that_another_run_of_the_model_overlaps_stops $STJ::test_a_run_that_another_run_of_the_model_overlaps_stops $CL::test_expired_tombstones_are_purged_and_stop_blocking_older_events
   $CL::test_errors_name_the_model_the_value_and_the_fix"
 # Thrift mode only (two dbt processes on one cluster, ~1.5 min), in every tier.
 AT_ONCE="$DEDUP::test_two_runs_at_the_same_time_append_each_record_once"

@@ -9,7 +9,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import error_of, failing_at, random_seeds, sources_yml, sql_literal, tblproperties
+from fk_join_harness import error_of, failing_at, random_seeds, running_at, sources_yml, sql_literal, tblproperties
 
 # The table `prices` (product, price, valid_from, deleted): one row per product; a version is a
 # row's state after a commit, `deleted` marks a tombstone at its valid_from. The stream `orders`
@@ -566,6 +566,32 @@ def test_crash_and_rerun(scratch_project, spark):
         assert j.output("stj") == j.expected("stj") == expected, step
         assert sorted(r.kafka_offset for r in j.state("stj", "buffer")) == buffered, step
     j.run("--full-refresh")
+    assert j.output("stj") == j.expected("stj")
+
+
+def test_a_run_that_another_run_of_the_model_overlaps_stops(scratch_project, spark):
+    """As deduplicate's (tests/test_deduplicate.py): another run's commit to the model's highwater
+    table between this run's read of it and its pin (made by a test hook) stops the run with
+    nothing written — output and state tables at the versions they were; the next run emits every
+    record once."""
+    ref = reference.StreamTableJoin("left", 100, 10)
+    j = Join(scratch_project, spark, {"stj": model("left", "100 seconds", "10 seconds")}, {"stj": ref})
+    j.table(("p", 0, "p0"))
+    j.stream(("p", 5, "1"), ("p", 30, "1"))
+    j.run()
+    hw = f"{j.schema}.stj__ij_highwater"
+    newest = lambda table: spark.sql(f"describe history {table} limit 1").first()["version"]
+    tables = [f"{j.schema}.stj"] + [f"{j.schema}.stj__ij_{name}" for name in ("history", "buffer", "clock")]
+    j.table(("p", 20, "p20"))
+    j.stream(("p", 40, "1"), ("q", 45, "1"))
+    read, before = newest(hw), [newest(t) for t in tables]
+    with running_at("before_pin", f"insert into {hw} select * from {hw}"):
+        failed = j.run(check=False)
+    assert (f"stj: another run of this model wrote its highwater table {hw} while this run was running (it is at version {read + 1}; "
+            f"this run read version {read} and wrote 0 more): two runs of one stream_table_join model at the same time can both append "
+            "the same records. This run stopped before its first write: nothing was written.") in error_of(failed)
+    assert [newest(t) for t in tables] == before
+    j.run()
     assert j.output("stj") == j.expected("stj")
 
 
