@@ -14,7 +14,7 @@ import pytest
 
 import reference
 from conftest import THRIFT
-from fk_join_harness import CRASH_STEPS, error_of, failing_at, random_seeds, running_at, sources_yml, sql_literal, tblproperties
+from fk_join_harness import CRASH_STEPS, error_of, failing_at, newest_version, random_seeds, running_at, sources_yml, sql_literal, tblproperties
 
 BODY = "select * from {{ incremental_joins.stream(source('t', 'events')) }}"
 COMMON = "event_time='ts', arrival_order='kafka_offset', partition_by='part'"
@@ -255,13 +255,13 @@ def test_a_run_that_another_run_of_the_model_overlaps_stops(scratch_project, spa
     stops the run: found before its pin, with nothing written; found before it records its
     progress, with the remedy. Either way a run after it forwards every record once. A commit
     that writes no rows does not stop it."""
-    stream = Stream(scratch_project, spark, {"d": f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', {COMMON}) }}}}\n{BODY}"})
+    stream = Stream(scratch_project, spark, {"d": MODELS["dedup_key"]})
     records = random_records(random.Random(11), 30)
     stream.append(*records[:10])
     stream.run()
     hw = f"{stream.schema}.d__ij_highwater"
     other_run = f"insert into {hw} select * from {hw}"
-    newest = lambda table: spark.sql(f"describe history {table} limit 1").first()["version"]
+    newest = lambda table: newest_version(spark, table)
     intro = f"d: another run of this model wrote its highwater table {hw} while this run was running"
     two = "two runs of one deduplicate model at the same time can both append the same records."
 
@@ -300,7 +300,7 @@ def test_two_runs_at_the_same_time_append_each_record_once(scratch_project, spar
     before its pin (a test hook's statement, a 45 s sleep on the Thrift server) while run B reads,
     appends and records its progress. A then finds B's writes and stops with nothing written:
     every record once. Without the check both appended the new records (probed 2026-12-05)."""
-    stream = Stream(scratch_project, spark, {"d": f"{{{{ config(materialized='deduplicate', key='k', interval='10 seconds', {COMMON}) }}}}\n{BODY}"})
+    stream = Stream(scratch_project, spark, {"d": MODELS["dedup_key"]})
     records = random_records(random.Random(12), 20)
     stream.append(*records[:10])
     stream.run()

@@ -9,7 +9,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import error_of, failing_at, random_seeds, running_at, sources_yml, sql_literal, tblproperties
+from fk_join_harness import error_of, failing_at, newest_version, random_seeds, running_at, sources_yml, sql_literal, tblproperties
 
 # The table `prices` (product, price, valid_from, deleted): one row per product; a version is a
 # row's state after a commit, `deleted` marks a tombstone at its valid_from. The stream `orders`
@@ -580,7 +580,7 @@ def test_a_run_that_another_run_of_the_model_overlaps_stops(scratch_project, spa
     j.stream(("p", 5, "1"), ("p", 30, "1"))
     j.run()
     hw = f"{j.schema}.stj__ij_highwater"
-    newest = lambda table: spark.sql(f"describe history {table} limit 1").first()["version"]
+    newest = lambda table: newest_version(spark, table)
     tables = [f"{j.schema}.stj"] + [f"{j.schema}.stj__ij_{name}" for name in ("history", "buffer", "clock")]
     j.table(("p", 20, "p20"))
     j.stream(("p", 40, "1"), ("q", 45, "1"))

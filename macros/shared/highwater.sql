@@ -80,7 +80,7 @@
     they can, the version read is kept for assert_sole_run. -#}
 {% macro highwater_from_history() %}
   {%- if not incremental_joins.highwater_notes() -%}{{ return(none) }}{%- endif -%}
-  {%- set newest = run_query('describe history ' ~ incremental_joins.highwater_relation() ~ ' limit 1').rows[0] -%}
+  {%- set newest = incremental_joins.newest_commit(incremental_joins.highwater_relation()) -%}
   {%- do model.update({'incremental_joins_highwater_seen': {'version': newest['version'] | int, 'writes': 0}}) -%}  {#- for assert_sole_run -#}
   {%- set note = newest['userMetadata'] -%}
   {%- set parsed = fromjson(note) if note and note.startswith('{"incremental_joins_highwater"') else none -%}
@@ -151,20 +151,19 @@
     operator needs no check: both runs write the same change-minimal MERGE. Commits that write no
     rows (OPTIMIZE, VACUUM, table properties: optimize_tables and vacuum_tables at the same time)
     are not another run's. Where the highwater's commits carry no notes (highwater_notes) the
-    version is not read, and nothing is checked. Costs one `describe history ... limit 1` (no Spark
-    job); a second reads the commits since this run's read when there are more than its own. -#}
+    version is not read, and nothing is checked. Reads the commits since this run's read with
+    `history` (one `describe history`, no Spark job; a second when there are more than the run's
+    own). -#}
 {% macro assert_sole_run(step) %}
   {%- set seen = model.get('incremental_joins_highwater_seen') -%}
   {%- if not seen -%}{{ return(none) }}{%- endif -%}
-  {%- set hw = incremental_joins.highwater_relation() -%}
-  {%- set newest = run_query('describe history ' ~ hw ~ ' limit 1').rows[0]['version'] | int -%}
-  {%- set writes = seen.writes if newest >= seen.version + seen.writes else -1 -%}  {#- -1: fewer commits, the table replaced -#}
-  {%- if newest > seen.version + seen.writes -%}
-    {%- set maintenance = ['OPTIMIZE', 'VACUUM START', 'VACUUM END', 'SET TBLPROPERTIES', 'UNSET TBLPROPERTIES', 'REORG'] -%}
-    {%- set commits = run_query('describe history ' ~ hw ~ ' limit ' ~ (newest - seen.version)).rows -%}
-    {%- set writes = commits | rejectattr('operation', 'in', maintenance) | list | length -%}
-  {%- endif -%}
-  {%- if writes != seen.writes -%}
+  {%- set expected = seen.version + seen.writes -%}
+  {%- set commits = incremental_joins.history(incremental_joins.highwater_relation(), seen.version, expected) -%}
+  {%- set newest = commits[0]['version'] | int -%}
+  {%- set maintenance = ['OPTIMIZE', 'VACUUM START', 'VACUUM END', 'SET TBLPROPERTIES', 'UNSET TBLPROPERTIES', 'REORG'] -%}
+  {%- set writes = commits | selectattr('version', 'gt', seen.version) | rejectattr('operation', 'in', maintenance) | list | length -%}
+  {#- newest < expected: fewer commits than the run's own, the table replaced. -#}
+  {%- if newest < expected or writes != seen.writes -%}
     {%- set msg -%}
 {{ model.name }}: another run of this model wrote its highwater table {{ incremental_joins.highwater_relation() }} while this run was running (it is at version {{ newest }}; this run read version {{ seen.version }} and wrote {{ seen.writes }} more): two runs of one {{ config.get('materialized') }} model at the same time can both append the same records.
       {%- if step == 'pin' %} This run stopped before its first write: nothing was written. Run the model from one job at a time.
