@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The test suite (README "Two commands"; CI runs exactly this), in two modes, one after the other:
-#   session  every test: pytest drives dbt in-process on an embedded Spark + Delta session, in two
-#            pytest workers with a session each;
-#   thrift   through a local standalone cluster (master, worker, Thrift server with Delta; see
-#            src/incremental_joins/cluster.py) with the stock dbt-spark adapter, `method: thrift`:
-#            every thrift-capable test, in two pytest workers against one cluster (one worker
-#            kept ~1.3 of the 2 cores busy); about as long as session mode (110% measured).
-# INCREMENTAL_JOINS_TEST_MODE=session (or thrift) runs one mode, all of it; arguments go to pytest.
-# CI stops at 90 minutes (INCREMENTAL_JOINS_CI_MINUTES). Both modes whole fit that on a fast
-# machine and not on a slow one (the same session mode took 29 min on one machine of this kind,
-# 45.5 on another): after session mode, thrift mode runs the largest of THRIFT_TIERS below that
-# can still finish inside it, judged from how long session mode just took, and says what it left
-# out, so a slow machine is not a red build.
+#   session  pytest drives dbt in-process on an embedded Spark + Delta session, in two pytest
+#            workers with a session each;
+#   thrift   through a local standalone cluster (master, worker, Thrift server with Delta, ANSI
+#            mode; see src/incremental_joins/cluster.py) with the stock dbt-spark adapter,
+#            `method: thrift`, in two pytest workers against one cluster (one worker kept ~1.3 of
+#            the 2 cores busy); the same tests take ~110% of session mode's time.
+# INCREMENTAL_JOINS_TEST_MODE=session (or thrift) runs one mode, all of it; arguments go to pytest
+# (without a mode, both modes run them).
+# CI stops at 90 minutes (INCREMENTAL_JOINS_CI_MINUTES). Both modes whole do not fit that on this
+# kind of machine (the same session mode took 29 min on one machine, 58 on another): session
+# mode runs every test but the worked examples, then thrift mode runs the worked examples and the
+# largest of THRIFT_TIERS below that can still finish inside it, judged from how long session
+# mode just took, and says what it left out, so a slow machine is not a red build.
 # The tests' tables hold tens of rows, where generating and compiling code costs more CPU than it
 # saves: whole-stage codegen off and expressions interpreted (Spark's NO_CODEGEN factory mode)
 # together take the FK worked example from 407 CPU-s (Spark's defaults) to 301, measured. The
@@ -27,15 +28,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/../integration_tests/bootstrap.sh"
 cd "$IJ_ROOT"
 status=0
 budget=$(( ${INCREMENTAL_JOINS_CI_MINUTES:-90} * 60 - 10 * 60 ))
-# Thrift mode's tiers: the largest that still ends inside CI's time runs (a mode chosen by hand
-# runs the first; the last always runs once thrift mode runs at all). Each tier's time is a
-# percentage of session mode's in the same run, as both scale with the machine's speed; measured
-# with two workers on one machine (2026-11-23): session mode 45.5 min, thrift mode every suite
-# 49.5 (109%), without the randomized and crash suites 25.0 (55%). The two smaller tiers grew
-# since (contract and grants tests, vacuum_tables in the integration project's test) and are set
-# from CI-equivalent runs on fresh clones: the worked examples and error suites took 35.0 min after
-# a session mode of 46.9 (2026-12-02, 75%), the worked examples alone 25.5 after 52.2 (49%).
-# Either mode hands its tests to the workers longest first (tests/conftest.py, LONGEST_FIRST).
+# CI splits the suite between the modes: session mode runs every test but the operators' worked
+# examples and the integration project (`WORKED` below: hand-written expected rows), which thrift
+# mode runs through the stock adapter in ANSI mode, together with as much more as still ends
+# inside CI's time (THRIFT_TIERS); when even the worked examples would not, session mode runs them
+# itself and thrift mode its last tier. Each tier's time is a percentage of session mode's first
+# part (every test but the worked examples) in the same run, as both scale with the machine's
+# speed. Measured with two workers on one machine before the split (2026-11-23 to 12-05, session
+# mode running every test, S): thrift mode every suite 110% of S, the worked examples and error
+# suites 75%, the worked examples 49%; the worked examples are about half of S, so the part before
+# them ~51%. Either mode hands its tests to the workers longest first (tests/conftest.py,
+# LONGEST_FIRST).
 STJ=tests/test_stream_table_join.py DEDUP=tests/test_deduplicate.py CL=tests/test_changelog_table.py
 FKR=tests/test_foreign_key_join_randomized.py
 WORKED_LONG="$STJ::test_worked_example $DEDUP::test_seed_examples_in_one_run_and_record_by_record"
@@ -49,13 +52,14 @@ ERRORS="tests/test_foreign_key_join_windowed.py tests/test_foreign_key_join_erro
   $CL::test_errors_name_the_model_the_value_and_the_fix"
 # Thrift mode only (two dbt processes on one cluster, ~1.5 min), in every tier.
 AT_ONCE="$DEDUP::test_two_runs_at_the_same_time_append_each_record_once"
+WORKED="$(echo $WORKED_LONG $WORKED_REST)"
 THRIFT_TIERS=(
-  "110|every suite|$(echo $WORKED_LONG $RANDOM_AND_CRASH $WORKED_REST $ERRORS $AT_ONCE)"
-  "75|the integration project, the operators' worked examples and error suites|$(echo $WORKED_LONG $WORKED_REST $ERRORS $AT_ONCE)"
-  "50|the integration project and the operators' worked examples|$(echo $WORKED_LONG $WORKED_REST $AT_ONCE)"
+  "220|every suite|$(echo $WORKED_LONG $RANDOM_AND_CRASH $WORKED_REST $ERRORS $AT_ONCE)"
+  "150|the integration project, the operators' worked examples and error suites|$(echo $WORKED_LONG $WORKED_REST $ERRORS $AT_ONCE)"
+  "100|the integration project and the operators' worked examples|$(echo $WORKED $AT_ONCE)"
   "0|the integration project and two runs at once (~6.5 min)|tests/test_runtime.py $AT_ONCE"
 )
-session_seconds=0
+session_seconds=0 thrift_tests="" thrift_percent=""
 # minutes P: the minutes of a thrift tier of P% of session mode's time, plus 2 for the cluster.
 minutes() { echo $(( (session_seconds * $1 / 100 + 59) / 60 + 2 )); }
 # fits N: a mode chosen by hand always runs; in the whole run, N more minutes must end in budget.
@@ -64,50 +68,72 @@ fits() { [ -n "${INCREMENTAL_JOINS_TEST_MODE:-}" ] || [ "$SECONDS" -le $(( budge
 # (--durations), the figures THRIFT_TIERS and LONGEST_FIRST are set from. A test that hangs ends
 # its worker and runs once more (tests/hang_watchdog.py); a second hang in a run ends it.
 pytest_workers() { python -m pytest -n "$1" --dist loadgroup --max-worker-restart 1 --durations=25 "${@:2}"; }
-for mode in ${INCREMENTAL_JOINS_TEST_MODE:-session thrift}; do
-  echo "tests: $mode mode (after $((SECONDS / 60)) min)" >&2
-  if [ "$mode" = thrift ]; then
-    if ! fits 0; then
-      echo "tests: THRIFT MODE NOT RUN: session mode ended after $((SECONDS / 60)) min, too late to finish within ${INCREMENTAL_JOINS_CI_MINUTES:-90} min; run it alone with INCREMENTAL_JOINS_TEST_MODE=thrift bash tests/run.sh" >&2
-      continue
+# session_mode ARGS: two pytest workers, each with a Spark session of its own (one kept ~1.65 of
+# the 2 cores busy: a run of a single model leaves one core mostly idle).
+session_mode() {
+  echo "tests: session mode (after $((SECONDS / 60)) min)" >&2
+  local start=$SECONDS
+  INCREMENTAL_JOINS_TEST_MODE=session pytest_workers "${INCREMENTAL_JOINS_SESSION_WORKERS:-2}" "$@" || status=$?
+  session_seconds=$(( session_seconds + SECONDS - start ))
+}
+# thrift_tier: the largest tier that ends in time (the last one always), its tests in
+# $thrift_tests and its percentage in $thrift_percent.
+thrift_tier() {
+  local tier what tests need estimate
+  for tier in "${THRIFT_TIERS[@]}"; do
+    IFS='|' read -r thrift_percent what tests <<< "$tier"
+    need=$(minutes "$thrift_percent")
+    estimate=$([ "$thrift_percent" = 0 ] || [ "$session_seconds" = 0 ] || echo " (~$need min: $thrift_percent% of session mode's $((session_seconds / 60)))")
+    if [ "$thrift_percent" = 0 ] || fits "$need"; then
+      thrift_tests="$tests"
+      echo "tests: thrift mode runs $what$estimate" >&2
+      return
     fi
-    # The cluster lives under this home; it is stopped after pytest, and by this trap should the
-    # script itself be stopped.
-    export INCREMENTAL_JOINS_HOME="$IJ_ROOT/.spark/tests-thrift"
-    rm -rf "$INCREMENTAL_JOINS_HOME"
-    trap 'python -m incremental_joins.cluster stop >&2' EXIT
-    thrift_tests="${INCREMENTAL_JOINS_THRIFT_TESTS:-}"
-    for tier in "${THRIFT_TIERS[@]}"; do
-      IFS='|' read -r percent what tests <<< "$tier"
-      if [ -n "$thrift_tests" ]; then break; fi
-      need=$(minutes "$percent")
-      estimate=$([ "$percent" = 0 ] || [ "$session_seconds" = 0 ] || echo " (~$need min: $percent% of session mode's $((session_seconds / 60)))")
-      if [ "$percent" = 0 ] || fits "$need"; then
-        thrift_tests="$tests"
-        echo "tests: thrift mode runs $what$estimate" >&2
-      else
-        echo "tests: thrift mode: too late for $what$estimate: session mode ended after $((SECONDS / 60)) min, CI stops at ${INCREMENTAL_JOINS_CI_MINUTES:-90}" >&2
-      fi
-    done
-    # One cluster for all pytest workers: thrift mode keeps only ~1.3 of the 2 cores busy with one.
-    read -r INCREMENTAL_JOINS_THRIFT_PORT INCREMENTAL_JOINS_MASTER_PORT < <(python -c \
-      'from incremental_joins.cluster import free_port; print(free_port(), free_port())')
-    export INCREMENTAL_JOINS_THRIFT_PORT INCREMENTAL_JOINS_MASTER_PORT
-    if python -m incremental_joins.cluster start >&2; then
-      INCREMENTAL_JOINS_TEST_CLUSTER=shared INCREMENTAL_JOINS_TEST_MODE=thrift \
-        pytest_workers "${INCREMENTAL_JOINS_THRIFT_WORKERS:-2}" "$@" $thrift_tests || status=$?
-    else
-      status=1
-    fi
-    python -m incremental_joins.cluster stop >&2 || status=1
-    trap - EXIT
+    echo "tests: thrift mode: too late for $what$estimate: session mode ended after $((SECONDS / 60)) min, CI stops at ${INCREMENTAL_JOINS_CI_MINUTES:-90}" >&2
+  done
+}
+# thrift_mode ARGS: the local cluster (stopped after pytest, and by the trap should the script
+# itself be stopped) and two pytest workers against it: one kept only ~1.3 of the 2 cores busy.
+thrift_mode() {
+  echo "tests: thrift mode (after $((SECONDS / 60)) min)" >&2
+  export INCREMENTAL_JOINS_HOME="$IJ_ROOT/.spark/tests-thrift"
+  rm -rf "$INCREMENTAL_JOINS_HOME"
+  trap 'python -m incremental_joins.cluster stop >&2' EXIT
+  read -r INCREMENTAL_JOINS_THRIFT_PORT INCREMENTAL_JOINS_MASTER_PORT < <(python -c \
+    'from incremental_joins.cluster import free_port; print(free_port(), free_port())')
+  export INCREMENTAL_JOINS_THRIFT_PORT INCREMENTAL_JOINS_MASTER_PORT
+  if python -m incremental_joins.cluster start >&2; then
+    INCREMENTAL_JOINS_TEST_CLUSTER=shared INCREMENTAL_JOINS_TEST_MODE=thrift \
+      pytest_workers "${INCREMENTAL_JOINS_THRIFT_WORKERS:-2}" "$@" || status=$?
   else
-    # Two pytest workers, each with a Spark session of its own: one kept ~1.65 of the 2 cores busy
-    # (a run of a single model leaves one core mostly idle).
-    session_seconds=$SECONDS
-    INCREMENTAL_JOINS_TEST_MODE=$mode pytest_workers "${INCREMENTAL_JOINS_SESSION_WORKERS:-2}" "$@" || status=$?
-    session_seconds=$(( SECONDS - session_seconds ))
+    status=1
   fi
-done
+  python -m incremental_joins.cluster stop >&2 || status=1
+  trap - EXIT
+}
+case "${INCREMENTAL_JOINS_TEST_MODE:-}" in
+  session) session_mode "$@" ;;
+  # Arguments, or INCREMENTAL_JOINS_THRIFT_TESTS, pick thrift mode's tests; else every suite.
+  thrift)
+    if [ $# -eq 0 ] && [ -z "${INCREMENTAL_JOINS_THRIFT_TESTS:-}" ]; then thrift_tier; fi
+    thrift_mode "$@" ${INCREMENTAL_JOINS_THRIFT_TESTS:-$thrift_tests} ;;
+  *)
+    if [ $# -gt 0 ]; then   # tests picked by hand: both modes run them
+      session_mode "$@"
+      if fits 0; then thrift_mode "$@"; fi
+    else
+      INCREMENTAL_JOINS_THRIFT_TAKES="$WORKED" session_mode
+      thrift_tier
+      if [ "$thrift_percent" = 0 ]; then
+        echo "tests: session mode runs the operators' worked examples and the integration project itself, too late for thrift mode" >&2
+        session_mode $WORKED
+      fi
+      if fits 0; then
+        thrift_mode $thrift_tests
+      else
+        echo "tests: THRIFT MODE NOT RUN: session mode ended after $((SECONDS / 60)) min, too late to finish within ${INCREMENTAL_JOINS_CI_MINUTES:-90} min; run it alone with INCREMENTAL_JOINS_TEST_MODE=thrift bash tests/run.sh" >&2
+      fi
+    fi ;;
+esac
 echo "tests: done after $((SECONDS / 60)) min" >&2
 exit $status
