@@ -36,9 +36,10 @@ budget=$(( ${INCREMENTAL_JOINS_CI_MINUTES:-90} * 60 - 10 * 60 ))
 # part (every test but the worked examples) in the same run, as both scale with the machine's
 # speed. Measured with two workers on one machine before the split (2026-11-23 to 12-05, session
 # mode running every test, S): thrift mode every suite 110% of S, the worked examples and error
-# suites 75%, the worked examples 49%; the worked examples are about half of S, so the part before
-# them ~51%. Either mode hands its tests to the workers longest first (tests/conftest.py,
-# LONGEST_FIRST).
+# suites 75%, the worked examples 49%. With the split (a fresh clone, 2026-12-06): session mode's
+# part 35.0 min (S was 58.1 on that machine the day before), then thrift mode the worked examples
+# and the two-processes test 32.7 min (94%; estimated 38), 68 min in all. Either mode hands its
+# tests to the workers longest first (tests/conftest.py, LONGEST_FIRST).
 STJ=tests/test_stream_table_join.py DEDUP=tests/test_deduplicate.py CL=tests/test_changelog_table.py
 FKR=tests/test_foreign_key_join_randomized.py
 WORKED_LONG="$STJ::test_worked_example $DEDUP::test_seed_examples_in_one_run_and_record_by_record"
