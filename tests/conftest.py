@@ -90,16 +90,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     else:
         # tests/run.sh hands these to thrift mode: session mode leaves out every test they name
         # (a file, or a file's test) that thrift mode can run.
-        left = [item for item in items if "session_only" not in item.keywords and thrift_takes(item.nodeid)]
+        names = os.environ.get("INCREMENTAL_JOINS_THRIFT_TAKES", "").split()
+        kept, left = [], []
+        for item in items:
+            (left if "session_only" not in item.keywords and names_test(names, item.nodeid) else kept).append(item)
         if left:
             config.hook.pytest_deselected(items=left)
-            items[:] = [item for item in items if item not in left]
+            items[:] = kept
 
 
-def thrift_takes(nodeid: str) -> bool:
-    """Whether `INCREMENTAL_JOINS_THRIFT_TAKES` (test ids, as tests/run.sh lists them) names this test."""
-    return any(nodeid == name or nodeid.startswith((name + "::", name + "[", name + "@"))
-               for name in os.environ.get("INCREMENTAL_JOINS_THRIFT_TAKES", "").split())
+def names_test(names: list[str], nodeid: str) -> bool:
+    """Whether one of `names` (test ids as tests/run.sh lists them: a file, or a file's test) names
+    this test (its id without parameters and xdist group, as longest_first reads it)."""
+    test = nodeid.split("[")[0].split("@")[0]
+    return any(test == name or test.startswith(name + "::") for name in names)
 
 
 @pytest.hookimpl(tryfirst=True)

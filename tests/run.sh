@@ -44,25 +44,24 @@ budget=$(( ${INCREMENTAL_JOINS_CI_MINUTES:-90} * 60 - 10 * 60 ))
 # and error suites 23.4 min and the 25 others 16.2: every test ~72 min, 207% of session mode's part.
 # Either mode hands its tests to the workers longest first (tests/conftest.py, LONGEST_FIRST).
 STJ=tests/test_stream_table_join.py DEDUP=tests/test_deduplicate.py CL=tests/test_changelog_table.py
-WORKED_LONG="$STJ::test_worked_example $DEDUP::test_seed_examples_in_one_run_and_record_by_record"
-WORKED_REST="$CL::test_worked_examples tests/test_runtime.py tests/test_foreign_key_join.py tests/test_dbt_unit_tests.py tests/test_value_types.py"
+WORKED="$(echo $STJ::test_worked_example $DEDUP::test_seed_examples_in_one_run_and_record_by_record $CL::test_worked_examples \
+  tests/test_runtime.py tests/test_foreign_key_join.py tests/test_dbt_unit_tests.py tests/test_value_types.py)"
 ERRORS="tests/test_foreign_key_join_windowed.py tests/test_foreign_key_join_errors.py tests/test_dbt_contracts_and_grants.py $STJ::test_errors
   $DEDUP::test_errors_name_the_model_the_value_and_the_fix $DEDUP::test_a_run_that_another_run_of_the_model_overlaps_stops $STJ::test_a_run_that_another_run_of_the_model_overlaps_stops $CL::test_expired_tombstones_are_purged_and_stop_blocking_older_events
   $CL::test_errors_name_the_model_the_value_and_the_fix"
 # Thrift mode only (two dbt processes on one cluster, ~1.5 min), in every tier.
 AT_ONCE="$DEDUP::test_two_runs_at_the_same_time_append_each_record_once"
-WORKED="$(echo $WORKED_LONG $WORKED_REST)"
 THRIFT_TIERS=(
   "215|every test|"
-  "150|the integration project, the operators' worked examples and error suites|$(echo $WORKED_LONG $WORKED_REST $ERRORS $AT_ONCE)"
+  "150|the integration project, the operators' worked examples and error suites|$(echo $WORKED $ERRORS $AT_ONCE)"
   "100|the integration project and the operators' worked examples|$(echo $WORKED $AT_ONCE)"
   "0|the integration project and two runs at once (~6.5 min)|tests/test_runtime.py $AT_ONCE"
 )
-session_seconds=0 thrift_tests="" thrift_percent=""
+session_seconds=0
 # minutes P: the minutes of a thrift tier of P% of session mode's time, plus 2 for the cluster.
 minutes() { echo $(( (session_seconds * $1 / 100 + 59) / 60 + 2 )); }
-# fits N: a mode chosen by hand always runs; in the whole run, N more minutes must end in budget.
-fits() { [ -n "${INCREMENTAL_JOINS_TEST_MODE:-}" ] || [ "$SECONDS" -le $(( budget - $1 * 60 )) ]; }
+# fits N: in the whole run, N more minutes must end in budget.
+fits() { [ "$SECONDS" -le $(( budget - $1 * 60 )) ]; }
 # Either mode: pytest workers handed whole xdist_groups; each lists its 25 longest tests
 # (--durations), the figures THRIFT_TIERS and LONGEST_FIRST are set from. A test that hangs ends
 # its worker and runs once more (tests/hang_watchdog.py); a second hang in a run ends it.
@@ -75,14 +74,14 @@ session_mode() {
   INCREMENTAL_JOINS_TEST_MODE=session pytest_workers "${INCREMENTAL_JOINS_SESSION_WORKERS:-2}" "$@" || status=$?
   session_seconds=$(( session_seconds + SECONDS - start ))
 }
-# thrift_tier: the largest tier that ends in time (the last one always), its tests in
+# thrift_tier (CI's run): the largest tier that ends in time (the last one always), its tests in
 # $thrift_tests and its percentage in $thrift_percent.
 thrift_tier() {
   local tier what tests need estimate
   for tier in "${THRIFT_TIERS[@]}"; do
     IFS='|' read -r thrift_percent what tests <<< "$tier"
     need=$(minutes "$thrift_percent")
-    estimate=$([ "$thrift_percent" = 0 ] || [ "$session_seconds" = 0 ] || echo " (~$need min: $thrift_percent% of session mode's $((session_seconds / 60)))")
+    estimate=$([ "$thrift_percent" = 0 ] || echo " (~$need min: $thrift_percent% of session mode's $((session_seconds / 60)))")
     if [ "$thrift_percent" = 0 ] || fits "$need"; then
       thrift_tests="$tests"
       echo "tests: thrift mode runs $what$estimate" >&2
@@ -113,9 +112,8 @@ thrift_mode() {
 case "${INCREMENTAL_JOINS_TEST_MODE:-}" in
   session) session_mode "$@" ;;
   # Arguments, or INCREMENTAL_JOINS_THRIFT_TESTS, pick thrift mode's tests; else every test.
-  thrift)
-    if [ $# -eq 0 ] && [ -z "${INCREMENTAL_JOINS_THRIFT_TESTS:-}" ]; then thrift_tier; fi
-    thrift_mode "$@" ${INCREMENTAL_JOINS_THRIFT_TESTS:-$thrift_tests} ;;
+  thrift) thrift_mode "$@" ${INCREMENTAL_JOINS_THRIFT_TESTS:-} ;;
+  ?*) echo "tests: INCREMENTAL_JOINS_TEST_MODE=$INCREMENTAL_JOINS_TEST_MODE: use session or thrift" >&2; exit 2 ;;
   *)
     if [ $# -gt 0 ]; then   # tests picked by hand: both modes run them
       session_mode "$@"

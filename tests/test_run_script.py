@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import names_test
 
 pytestmark = pytest.mark.session_only   # needs no Spark: run once, not per test mode
 
@@ -75,8 +76,8 @@ def test_ci_splits_the_suite_by_the_time_session_mode_takes(tmp_path):
 
     every, session_part = collected(), collected(INCREMENTAL_JOINS_THRIFT_TAKES=takes)
     for name in worked:
-        assert any(t == name or t.startswith((name + "::", name + "[")) for t in every), f"{name} names no test"
+        assert any(names_test([name], t) for t in every), f"{name} names no test"
     left = every - session_part
-    assert left and all(any(t == n or t.startswith((n + "::", n + "[")) for n in worked) for t in left)
+    assert left and all(names_test(worked, t) for t in left)
     assert "tests/test_runtime.py::test_python_model_computes_in_session" in session_part
     assert "tests/test_runtime.py::test_dbt_test_passes_on_integration_project" in left
