@@ -62,8 +62,13 @@ LONGEST_FIRST = [
 ]
 
 
+def test_id(nodeid: str) -> str:
+    """A test's id without its parameters and pytest-xdist's group."""
+    return nodeid.split("[")[0].split("@")[0]
+
+
 def longest_first(item: pytest.Item) -> int:
-    test = item.nodeid.split("[")[0].split("@")[0]
+    test = test_id(item.nodeid)
     return LONGEST_FIRST.index(test) if test in LONGEST_FIRST else len(LONGEST_FIRST)
 
 
@@ -101,8 +106,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def names_test(names: list[str], nodeid: str) -> bool:
     """Whether one of `names` (test ids as tests/run.sh lists them: a file, or a file's test) names
-    this test (its id without parameters and xdist group, as longest_first reads it)."""
-    test = nodeid.split("[")[0].split("@")[0]
+    this test."""
+    test = test_id(nodeid)
     return any(test == name or test.startswith(name + "::") for name in names)
 
 
