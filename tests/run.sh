@@ -42,6 +42,8 @@ budget=$(( ${INCREMENTAL_JOINS_CI_MINUTES:-90} * 60 - 10 * 60 ))
 # 58.1 there the day before), then thrift mode the worked examples and the two-processes test
 # 32.7 min (94%; estimated 38), 68 min in all; by hand, thrift mode the randomized, crash-and-rerun
 # and error suites 23.4 min and the 25 others 16.2: every test ~72 min, 207% of session mode's part.
+# On CI's machine the same split took 82.4 min in all (stop 89; 68 here), so thrift mode there was
+# slower than its 100% estimate: hence also the time limit on thrift mode's tests (below).
 # Either mode hands its tests to the workers longest first (tests/conftest.py, LONGEST_FIRST).
 STJ=tests/test_stream_table_join.py DEDUP=tests/test_deduplicate.py CL=tests/test_changelog_table.py
 WORKED="$(echo $STJ::test_worked_example $DEDUP::test_seed_examples_in_one_run_and_record_by_record $CL::test_worked_examples \
@@ -126,7 +128,17 @@ case "${INCREMENTAL_JOINS_TEST_MODE:-}" in
         session_mode $WORKED
       fi
       if fits 0; then
-        thrift_mode $thrift_tests
+        # No thrift test starts after minute `budget` - 8 (the last are the shortest: longest
+        # first): a machine slower than the estimate leaves the rest of the worked examples to
+        # session mode, and still ends inside CI's time.
+        not_run=$(mktemp)
+        INCREMENTAL_JOINS_THRIFT_UNTIL=$(( $(date +%s) + budget - 8 * 60 - SECONDS )) INCREMENTAL_JOINS_NOT_RUN="$not_run" \
+          INCREMENTAL_JOINS_THRIFT_TAKES="$([ "$thrift_percent" = 0 ] || echo $WORKED)" thrift_mode $thrift_tests
+        if [ -s "$not_run" ]; then
+          echo "tests: thrift mode had no time left for $(sort -u "$not_run" | wc -l) of the tests session mode left to it; session mode runs them" >&2
+          session_mode $(sort -u "$not_run")
+        fi
+        rm -f "$not_run"
       else
         echo "tests: THRIFT MODE NOT RUN: session mode ended after $((SECONDS / 60)) min, too late to finish within ${INCREMENTAL_JOINS_CI_MINUTES:-90} min; run it alone with INCREMENTAL_JOINS_TEST_MODE=thrift bash tests/run.sh" >&2
       fi

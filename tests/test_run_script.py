@@ -8,9 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import types
 from pathlib import Path
 
 import pytest
+import conftest
 from conftest import names_test
 
 pytestmark = pytest.mark.session_only   # needs no Spark: run once, not per test mode
@@ -18,13 +21,17 @@ pytestmark = pytest.mark.session_only   # needs no Spark: run once, not per test
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_script(tmp_path: Path, minutes: list[int], *args: str, **env: str) -> tuple[list[tuple[str, str, str]], str]:
-    """Runs tests/run.sh with each pytest call taking the next of `minutes`; returns the calls
-    (mode, INCREMENTAL_JOINS_THRIFT_TAKES, pytest's test arguments) and what it printed."""
+def run_script(tmp_path: Path, minutes: list[int], *args: str, **env: str) -> tuple[list[tuple[str, ...]], str]:
+    """Runs tests/run.sh with each pytest call taking the next of `minutes` (thrift mode's writing
+    the ids `STUB_NOT_RUN` to the file of tests it did not start); returns the calls (mode,
+    INCREMENTAL_JOINS_THRIFT_TAKES, pytest's test arguments, and the minutes from now to
+    INCREMENTAL_JOINS_THRIFT_UNTIL, or None) and what it printed."""
     script = (ROOT / "tests" / "run.sh").read_text()
     script = script.replace('"$(dirname "${BASH_SOURCE[0]}")/../integration_tests/bootstrap.sh"', f'"{ROOT}/integration_tests/bootstrap.sh"')
     stub = ('pytest_workers() { local n=$(( $(wc -l < "$STUB_CALLS") + 1 )); '
-            'printf "%s|%s|%s\\n" "$INCREMENTAL_JOINS_TEST_MODE" "${INCREMENTAL_JOINS_THRIFT_TAKES:-}" "${*:2}" >> "$STUB_CALLS"; '
+            'printf "%s|%s|%s|%s\\n" "$INCREMENTAL_JOINS_TEST_MODE" "${INCREMENTAL_JOINS_THRIFT_TAKES:-}" "${*:2}" '
+            '"${INCREMENTAL_JOINS_THRIFT_UNTIL:-}" >> "$STUB_CALLS"; '
+            'if [ "$INCREMENTAL_JOINS_TEST_MODE" = thrift ] && [ -n "${STUB_NOT_RUN:-}" ]; then printf "%s\\n" $STUB_NOT_RUN >> "$INCREMENTAL_JOINS_NOT_RUN"; fi; '
             'SECONDS=$(( SECONDS + $(echo $STUB_MINUTES | cut -d" " -f$n) * 60 )); }')
     lines = [stub if line.startswith("pytest_workers() {") else line for line in script.splitlines()]
     script = "\n".join(lines).replace("python -m incremental_joins.cluster start", "true").replace(
@@ -37,32 +44,42 @@ def run_script(tmp_path: Path, minutes: list[int], *args: str, **env: str) -> tu
     environ.update(STUB_CALLS=str(calls), STUB_MINUTES=" ".join(map(str, minutes)), **env)
     done = subprocess.run(["bash", str(tmp_path / "run.sh"), *args], env=environ, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    return [tuple(line.split("|")) for line in calls.read_text().splitlines()], done.stderr
+    rows = [line.split("|") for line in calls.read_text().splitlines()]
+    return [(*row[:3], round((int(row[3]) - time.time()) / 60) if row[3] else None) for row in rows], done.stderr
 
 
 def test_ci_splits_the_suite_by_the_time_session_mode_takes(tmp_path):
-    # A fast machine: session mode's part 20 min, thrift mode every test (no ids: all of them).
+    # A fast machine: session mode's part 20 min, thrift mode every test (no ids: all of them),
+    # starting none after minute 72 (CI's 90 less 10 to spare less 8 for the tests then running).
     calls, _ = run_script(tmp_path, [20, 40])
-    (mode, takes, args), thrift = calls
-    assert (mode, args) == ("session", "") and takes
-    assert thrift == ("thrift", "", "")
+    (mode, takes, args, until), thrift = calls
+    assert (mode, args, until) == ("session", "", None) and takes
+    assert thrift == ("thrift", takes, "", 72 - 20)
     worked = takes.split()
     # 35 min: thrift mode the worked examples (and the two-processes test), not every test.
     calls, printed = run_script(tmp_path, [35, 33])
-    assert [c[:2] for c in calls] == [("session", takes), ("thrift", "")]
+    assert [c[:2] + c[3:] for c in calls] == [("session", takes, None), ("thrift", takes, 72 - 35)]
     assert calls[1][2].split()[:len(worked)] == worked and len(calls[1][2].split()) == len(worked) + 1
-    assert "too late for every test" in printed
+    assert "too late for every test" in printed and "no time left" not in printed
+    # Thrift mode slower than estimated: the worked examples it did not start, session mode runs.
+    late = ["tests/test_value_types.py::test_a[x]", "tests/test_runtime.py::test_b"]
+    calls, printed = run_script(tmp_path, [35, 37, 3], STUB_NOT_RUN=" ".join(late * 2))
+    assert [c[0] for c in calls] == ["session", "thrift", "session"]
+    assert calls[2][1:] == ("", " ".join(sorted(late)), None)
+    assert "no time left for 2 of the tests session mode left to it" in printed
     # 45 min: too late for the worked examples in thrift mode: session mode runs them itself,
-    # then thrift mode its last tier (the integration project and the two-processes test).
+    # then thrift mode its last tier (the integration project and the two-processes test), which
+    # leaves none to session mode.
     calls, printed = run_script(tmp_path, [45, 20, 7])
-    assert calls[0][:2] == ("session", takes) and calls[1] == ("session", "", " ".join(worked))
-    assert calls[2][0] == "thrift" and calls[2][2].split()[0] == "tests/test_runtime.py" and len(calls[2][2].split()) == 2
+    assert calls[0][:2] == ("session", takes) and calls[1][:3] == ("session", "", " ".join(worked))
+    assert calls[2][:2] == ("thrift", "") and calls[2][2].split()[0] == "tests/test_runtime.py" and len(calls[2][2].split()) == 2
+    assert calls[2][3] == 72 - 65
     # 60 min: then no time is left for thrift mode at all, which the run says.
     calls, printed = run_script(tmp_path, [60, 30])
     assert [c[0] for c in calls] == ["session", "session"] and "THRIFT MODE NOT RUN" in printed
-    # A mode chosen by hand runs all of it; arguments go to pytest.
-    assert run_script(tmp_path, [50], INCREMENTAL_JOINS_TEST_MODE="session")[0] == [("session", "", "")]
-    assert run_script(tmp_path, [50], "-k", "x", INCREMENTAL_JOINS_TEST_MODE="thrift")[0] == [("thrift", "", "-k x")]
+    # A mode chosen by hand runs all of it, with no time limit; arguments go to pytest.
+    assert run_script(tmp_path, [50], INCREMENTAL_JOINS_TEST_MODE="session")[0] == [("session", "", "", None)]
+    assert run_script(tmp_path, [50], "-k", "x", INCREMENTAL_JOINS_TEST_MODE="thrift")[0] == [("thrift", "", "-k x", None)]
 
     # Every test the split hands to thrift mode exists, and session mode leaves out exactly the
     # thrift-capable ones of them: session-only tests among them stay.
@@ -81,3 +98,45 @@ def test_ci_splits_the_suite_by_the_time_session_mode_takes(tmp_path):
     assert left and all(names_test(worked, t) for t in left)
     assert "tests/test_runtime.py::test_python_model_computes_in_session" in session_part
     assert "tests/test_runtime.py::test_dbt_test_passes_on_integration_project" in left
+
+
+def test_thrift_mode_starts_no_test_after_its_time_and_lists_those_session_mode_left_to_it(tmp_path):
+    # Time is up (INCREMENTAL_JOINS_THRIFT_UNTIL in the past): every test is skipped before its
+    # fixtures start a cluster; of those, the ones session mode left to thrift mode are listed by
+    # id (a parameter kept, pytest-xdist's group dropped) for session mode to run; the others not.
+    not_run = tmp_path / "not_run"
+    left = "tests/test_runtime.py tests/test_value_types.py::test_maps_and_variants_pass_through_every_operator"
+    environ = dict(os.environ, INCREMENTAL_JOINS_TEST_MODE="thrift", INCREMENTAL_JOINS_THRIFT_UNTIL=str(int(time.time()) - 1),
+                   INCREMENTAL_JOINS_NOT_RUN=str(not_run), INCREMENTAL_JOINS_THRIFT_TAKES=left,
+                   # no cluster: a test that did start would fail at once instead of starting one
+                   INCREMENTAL_JOINS_TEST_CLUSTER="shared", INCREMENTAL_JOINS_HOME=str(tmp_path / "no_cluster"))
+    tests = ["tests/test_runtime.py::test_incremental_rerun_merges_only_new_and_changed_rows",
+             "tests/test_runtime.py::test_python_model_computes_in_session",   # session-only: skipped anyway
+             "tests/test_runtime.py::test_sql_and_python_models_build_as_delta_tables_with_change_data_feed",
+             "tests/test_value_types.py::test_maps_and_variants_pass_through_every_operator",
+             "tests/test_value_types.py::test_keys_named_in_any_case_and_of_types_delta_cannot_cluster_by"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "1", "--dist", "loadgroup", "-rs", *tests], cwd=ROOT,
+                          env=environ, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "passed" not in done.stdout.splitlines()[-1], done.stdout
+    listed = not_run.read_text().splitlines()
+    assert len(listed) == len(set(listed)) and set(listed) == {
+        "tests/test_runtime.py::test_incremental_rerun_merges_only_new_and_changed_rows",
+        "tests/test_value_types.py::test_maps_and_variants_pass_through_every_operator",
+        "tests/test_runtime.py::test_sql_and_python_models_build_as_delta_tables_with_change_data_feed[orders_by_country]"}
+    assert "SKIPPED [3] tests/conftest.py" in done.stdout and "SKIPPED [1] tests/conftest.py" in done.stdout   # and the other one
+    # Before its time, or with no time set (a mode chosen by hand), a test is not skipped for it.
+    item = types.SimpleNamespace(nodeid="tests/test_runtime.py::test_docs_generate_works@integration_project")
+    for until in (str(int(time.time()) + 3600), None):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("INCREMENTAL_JOINS_THRIFT_TAKES", left)
+            patch.setenv("INCREMENTAL_JOINS_NOT_RUN", str(not_run))
+            patch.delenv("INCREMENTAL_JOINS_THRIFT_UNTIL", raising=False)
+            if until:
+                patch.setenv("INCREMENTAL_JOINS_THRIFT_UNTIL", until)
+            conftest.not_started_in_time(item)
+    patch_past = dict(INCREMENTAL_JOINS_THRIFT_UNTIL=str(int(time.time()) - 1))
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(pytest.skip.Exception):
+        for name, value in {**patch_past, "INCREMENTAL_JOINS_THRIFT_TAKES": left, "INCREMENTAL_JOINS_NOT_RUN": str(not_run)}.items():
+            patch.setenv(name, value)
+        conftest.not_started_in_time(item)
+    assert not_run.read_text().splitlines()[len(listed):] == ["tests/test_runtime.py::test_docs_generate_works"]
