@@ -135,8 +135,9 @@ case "${INCREMENTAL_JOINS_TEST_MODE:-}" in
         INCREMENTAL_JOINS_THRIFT_UNTIL=$(( $(date +%s) + budget - 8 * 60 - SECONDS )) INCREMENTAL_JOINS_NOT_RUN="$not_run" \
           INCREMENTAL_JOINS_THRIFT_TAKES="$([ "$thrift_percent" = 0 ] || echo $WORKED)" thrift_mode $thrift_tests
         if [ -s "$not_run" ]; then
-          echo "tests: thrift mode had no time left for $(sort -u "$not_run" | wc -l) of the tests session mode left to it; session mode runs them" >&2
-          session_mode $(sort -u "$not_run")
+          mapfile -t not_run_ids < <(sort -u "$not_run")   # ids as written: `[...]` is no glob here
+          echo "tests: thrift mode had no time left for ${#not_run_ids[@]} of the tests session mode left to it; session mode runs them" >&2
+          session_mode "${not_run_ids[@]}"
         fi
         rm -f "$not_run"
       else
