@@ -238,7 +238,8 @@ def random_history(rng: random.Random, runs: int) -> list:
     old (some late), null keys, null values. Whatever the seed, the middle run ends its table
     commits with a change of `a` older than the table's newest time by more than the models'
     retention, behind the horizon
-    (ignored by the versioned models; the unversioned one takes it as `a`'s latest value)."""
+    (ignored by the versioned models; the unversioned one takes it as `a`'s latest value), and with
+    one keyed null if none was before."""
     a, b, c, d = KEYS.values()
     behind = max(retention for _, (_, retention, _) in RANDOM_MODELS.values() if retention) + 1
     now, out, newest = 100, [], 0
@@ -256,6 +257,8 @@ def random_history(rng: random.Random, runs: int) -> list:
                 newest = now
                 table_commits.append([(b, newest, "b_now")])
             table_commits.append([(a, newest - behind, "a_old")])
+            if not any(k is None for commits, _ in out + [(table_commits, None)] for commit in commits for k, _, _ in commit):
+                table_commits[-1].append((None, now + 200, "n"))   # none keyed null yet (seed 42): one
         for _ in range(rng.randint(1, 2)):
             now += rng.randint(0, 15)
             stream_commits.append([(rng.choice([a, b, c, d, None]), now + rng.randint(-40, 10), None if rng.random() < 0.1 else "1")
