@@ -63,9 +63,19 @@ LONGEST_FIRST = [
 ]
 
 
+def without_group(nodeid: str) -> str:
+    """A test's id without the `@<group>` pytest-xdist adds to a grouped test's."""
+    return nodeid.split("@")[0]
+
+
 def test_id(nodeid: str) -> str:
     """A test's id without its parameters and pytest-xdist's group."""
-    return nodeid.split("[")[0].split("@")[0]
+    return without_group(nodeid).split("[")[0]
+
+
+def thrift_takes() -> list[str]:
+    """The tests tests/run.sh hands from session mode to thrift mode (a file, or a file's test)."""
+    return os.environ.get("INCREMENTAL_JOINS_THRIFT_TAKES", "").split()
 
 
 def longest_first(item: pytest.Item) -> int:
@@ -96,7 +106,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     else:
         # tests/run.sh hands these to thrift mode: session mode leaves out every test they name
         # (a file, or a file's test) that thrift mode can run.
-        names = os.environ.get("INCREMENTAL_JOINS_THRIFT_TAKES", "").split()
+        names = thrift_takes()
         kept, left = [], []
         for item in items:
             (left if "session_only" not in item.keywords and names_test(names, item.nodeid) else kept).append(item)
@@ -130,10 +140,10 @@ def not_started_in_time(item: pytest.Item) -> None:
     until = os.environ.get("INCREMENTAL_JOINS_THRIFT_UNTIL")
     if not until or time.time() < float(until):
         return
-    taken = names_test(os.environ.get("INCREMENTAL_JOINS_THRIFT_TAKES", "").split(), item.nodeid)
+    taken = names_test(thrift_takes(), item.nodeid)
     if taken:
         with open(os.environ["INCREMENTAL_JOINS_NOT_RUN"], "a") as ids:   # one short append per test
-            ids.write(item.nodeid.split("@")[0] + "\n")                      # without pytest-xdist's group
+            ids.write(without_group(item.nodeid) + "\n")
     pytest.skip("not started in thrift mode: too late for CI's time limit; "
                 + ("session mode runs it next" if taken else "not one of those session mode left to thrift mode"))
 

@@ -131,9 +131,10 @@ case "${INCREMENTAL_JOINS_TEST_MODE:-}" in
       # first): a machine slower than the estimate leaves the rest of the worked examples to
       # session mode, and still ends inside CI's time. Nor does thrift mode start (its cluster
       # takes ~1 min) with less than 2 minutes to go before that.
-      if fits $(( 8 + 2 )); then
+      last_start=8
+      if fits $(( last_start + 2 )); then
         not_run=$(mktemp)
-        INCREMENTAL_JOINS_THRIFT_UNTIL=$(( $(date +%s) + budget - 8 * 60 - SECONDS )) INCREMENTAL_JOINS_NOT_RUN="$not_run" \
+        INCREMENTAL_JOINS_THRIFT_UNTIL=$(( $(date +%s) + budget - last_start * 60 - SECONDS )) INCREMENTAL_JOINS_NOT_RUN="$not_run" \
           INCREMENTAL_JOINS_THRIFT_TAKES="$([ "$thrift_percent" = 0 ] || echo $WORKED)" thrift_mode $thrift_tests
         if [ -s "$not_run" ]; then
           mapfile -t not_run_ids < <(sort -u "$not_run")   # ids as written: `[...]` is no glob here

@@ -242,7 +242,7 @@ def random_history(rng: random.Random, runs: int) -> list:
     one keyed null if none was before."""
     a, b, c, d = KEYS.values()
     behind = max(retention for _, (_, retention, _) in RANDOM_MODELS.values() if retention) + 1
-    now, out, newest = 100, [], 0
+    now, out, newest, null_keyed = 100, [], 0, False
     for run in range(runs):
         table_commits, stream_commits = [], []
         for _ in range(rng.randint(0, 2)):
@@ -251,14 +251,15 @@ def random_history(rng: random.Random, runs: int) -> list:
             table_commits.append([(k, now + rng.randint(-80, 10), None if rng.random() < 0.15 else f"{k}{rng.randint(0, 99)}") for k in keys])
             if rng.random() < 0.3:   # a null key far ahead: dropped, the horizon stays
                 table_commits[-1].append((None, now + rng.randint(100, 300), "n"))
+                null_keyed = True
         newest = max([newest] + [ts for commit in table_commits for k, ts, _ in commit if k is not None])
         if run == runs // 2:
             if not newest:   # no table time yet: one first, so that there is a horizon
                 newest = now
                 table_commits.append([(b, newest, "b_now")])
             table_commits.append([(a, newest - behind, "a_old")])
-            if not any(k is None for commits, _ in out + [(table_commits, None)] for commit in commits for k, _, _ in commit):
-                table_commits[-1].append((None, now + 200, "n"))   # none keyed null yet (seed 42): one
+            if not null_keyed:   # none keyed null yet (seed 42): one
+                table_commits[-1].append((None, now + 200, "n"))
         for _ in range(rng.randint(1, 2)):
             now += rng.randint(0, 15)
             stream_commits.append([(rng.choice([a, b, c, d, None]), now + rng.randint(-40, 10), None if rng.random() < 0.1 else "1")
