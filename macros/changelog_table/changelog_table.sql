@@ -15,7 +15,8 @@
   {%- set name = inputs.stream -%}
   {%- set sequences = incremental_joins.state_relation('sequences') -%}
   {%- set run = incremental_joins.begin_run([name], state=[sequences],
-                                            definition=incremental_joins.model_definition(cfg, ['key', 'sequence', 'operation', 'mapping', 'arrival_order', 'payload', 'value_columns'])) -%}
+                                            definition=incremental_joins.model_definition(cfg, ['key', 'sequence', 'operation', 'mapping', 'arrival_order', 'payload', 'value_columns']),
+                                            merged=incremental_joins.merged_queries(inputs, sql)) -%}
   {%- set plan = incremental_joins.stream_plan(name, run, cfg.append_new_columns, [cfg.payload, 'before'] if cfg.payload else []) -%}
   {%- set events = incremental_joins.changelog_events(cfg, inputs, plan) -%}
   {%- set columns = incremental_joins.assert_output_columns(cfg.key + events['values'], cfg) if plan.mode != 'unchanged' else none -%}

@@ -13,7 +13,7 @@
   {%- do incremental_joins.check_foreign_key(cfg, inputs.left) -%}
   {%- set run = incremental_joins.begin_run(inputs.values(), cfg.on_missing_history, [incremental_joins.state_relation('index')],
                                             definition=incremental_joins.model_definition(cfg, ['left_key', 'right_key', 'foreign_key', 'join_type', 'output_key']),
-                                            on_recreated='recompute') -%}
+                                            on_recreated='recompute', merged=incremental_joins.merged_queries(inputs, sql)) -%}
   {%- set consumed, versions, full_reason = run.consumed, run.versions, run.full_reason -%}
 
   {%- set plans = {} -%}

@@ -182,6 +182,43 @@
   {{ return(diff) }}
 {% endmacro %}
 
+{#- Delta's MERGE fails on a CHAR(n) column in its source or its target (delta-io/delta#3868, open:
+    Spark pads such values as it reads them, and Delta's MERGE cannot resolve the padding — an
+    `[INTERNAL_ERROR] ... DELTA_MERGE_RESOLVED_ATTRIBUTE_MISSING_FROM_INPUT`). An operator that
+    keeps its output or state with MERGE refuses, before it builds anything, inputs whose CHAR
+    columns would reach one: `queries` (what it keeps: the model body run as it is, or whole
+    inputs) are planned, not run (EXPLAIN), and Spark's read-side padding in the plan names each
+    CHAR column, and the table it is read from. `describe` shows such a column as `string`. -#}
+{% macro refuse_char_columns(queries) %}
+  {%- set found = [] -%}
+  {%- for query in queries -%}
+    {%- set plan = incremental_joins.scalar('explain ' ~ query) -%}
+    {%- set tables = {} -%}  {#- scanned column (name#id) -> its table, as the plan's scans list them -#}
+    {%- for table, columns in modules.re.findall('Scan \\w+ ([^\\s\\[]+)\\[([^\\]]*)\\]', plan) -%}
+      {%- for column in columns.split(',') -%}{%- do tables.update({column | trim: table}) -%}{%- endfor -%}
+    {%- endfor -%}
+    {%- for column, id, length in modules.re.findall('readSidePadding\\((.+?)(#\\d+), (\\d+)\\)', plan) -%}
+      {%- set text = column ~ ' (char(' ~ length ~ ')' ~ (' of ' ~ tables[column ~ id] if column ~ id in tables else '') ~ ')' -%}
+      {%- if text not in found -%}{%- do found.append(text) -%}{%- endif -%}
+    {%- endfor -%}
+  {%- endfor -%}
+  {%- if found -%}
+    {%- set msg -%}
+{{ model.name }}: CHAR(n) column{{ 's' if found | length > 1 else '' }} {{ found | join(', ') }} would reach the MERGE with which a {{ config.get('materialized') }} model keeps its output and state, and Delta's MERGE fails on CHAR columns (delta-io/delta#3868: Spark pads their values as it reads them, which the MERGE cannot resolve). Cast {{ 'them' if found | length > 1 else 'it' }} to string where the input is built (`cast({{ found[0].split(' (')[0] }} as string) as {{ found[0].split(' (')[0] }}` in the upstream model: the value keeps its padding), or declare the column `string`. Nothing was written.
+    {%- endset -%}
+    {{ exceptions.raise_compiler_error(msg) }}
+  {%- endif -%}
+{% endmacro %}
+
+{#- What an operator's MERGEs keep, for refuse_char_columns: the model body as it is (`body`, a SQL
+    body: the columns it selects or joins on), else every column of each input. -#}
+{% macro merged_queries(inputs, body=none) %}
+  {%- if body is not none and model.language == 'sql' -%}{{ return([body]) }}{%- endif -%}
+  {%- set queries = [] -%}
+  {%- for name in inputs.values() | unique -%}{%- do queries.append('select * from ' ~ name) -%}{%- endfor -%}
+  {{ return(queries) }}
+{% endmacro %}
+
 {#- How two column lists differ: {'added': [[name, type]], 'removed': [[name, type]], 'retyped':
     [[name, old type, new type]], 'widened': the same, for a struct that gained fields after its
     last one (as Delta's ADD COLUMNS of a nested field does)}. Each column is a name or a [name, type] pair (`query_schema`);

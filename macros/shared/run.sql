@@ -30,8 +30,10 @@
     consumed version (right for a seed reloaded with the same records, which `dbt build` does on
     every run) — an error there would stop every such run. `sole`: the pin and end_run check that no
     other run of the model wrote its highwater meanwhile (assert_sole_run; the stream operators,
-    whose appends two overlapping runs can repeat). -#}
-{% macro begin_run(input_names, on_missing_history=none, state=[], pin_state=false, definition=none, on_recreated='warn', sole=false) %}
+    whose appends two overlapping runs can repeat). `merged`: for an operator that keeps its output
+    or state with MERGE, what it keeps (queries: the body run as it is, or whole inputs), checked
+    for CHAR columns whenever the run builds the output whole (refuse_char_columns). -#}
+{% macro begin_run(input_names, on_missing_history=none, state=[], pin_state=false, definition=none, on_recreated='warn', sole=false, merged=none) %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}
   {% do incremental_joins.create_highwater() %}
@@ -100,6 +102,7 @@
   {%- elif recreated -%}{%- set full_reason = 'input ' ~ recreated.keys() | join(', ') ~ ' was dropped and created again since the last run (' ~ recreated.values() | join('; ') ~ ')' -%}
   {%- elif redefined -%}{%- set full_reason = "the model's definition (its compiled code, its operator config) is not the one its output was built with" -%}
   {%- endif -%}
+  {%- if merged and full_reason is not none -%}{%- do incremental_joins.refuse_char_columns(merged) -%}{%- endif -%}
   {%- do model.update({'incremental_joins_definition': definition, 'incremental_joins_definition_changed': redefined}) -%}
   {%- set retry = namespace(found=false) -%}
   {%- for name in versions if highwater.get(name, {}).get('pending') is not none -%}{%- set retry.found = true -%}{%- endfor -%}

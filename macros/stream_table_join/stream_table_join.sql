@@ -24,7 +24,8 @@
   {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set st = {'history': incremental_joins.state_relation('history'), 'buffer': incremental_joins.state_relation('buffer'),
                 'clock': incremental_joins.state_relation('clock'), 'cuts': incremental_joins.state_relation('runs')} -%}
-  {%- set run = incremental_joins.begin_run([inputs.stream, inputs.table], state=[st.history, st.buffer, st.clock, this], pin_state=true, sole=true) -%}
+  {%- set run = incremental_joins.begin_run([inputs.stream, inputs.table], state=[st.history, st.buffer, st.clock, this], pin_state=true, sole=true,
+                                            merged=incremental_joins.merged_queries(inputs)) -%}
   {%- set full = run.full_reason is not none -%}
   {%- set plans = {} -%}
   {%- for side in ['stream', 'table'] -%}
