@@ -218,8 +218,14 @@ CHAR_FILES = {
         {{ config(materialized='stream_table_join', join_type='left', key='cid', event_time='ts', table_time='ts', history_retention='1 hour') }}
         select s.off, t.price from {{ incremental_joins.as_of_join(source('t', 'events'), source('t', 'prices')) }}
     """,
+    # Both MERGE their store every run (replace_state_below=0). first_events' store keeps its key, a
+    # string; first_tags' would keep a CHAR key.
     "models/first_events.sql": """
-        {{ config(materialized='deduplicate', key='cid', interval='10 seconds', event_time='ts') }}
+        {{ config(materialized='deduplicate', key='cid', interval='10 seconds', event_time='ts', replace_state_below=0) }}
+        select * from {{ incremental_joins.stream(source('t', 'events')) }}
+    """,
+    "models/first_tags.sql": """
+        {{ config(materialized='deduplicate', key='tag', interval='10 seconds', event_time='ts', replace_state_below=0) }}
         select * from {{ incremental_joins.stream(source('t', 'events')) }}
     """,
     # The remedy: the CHAR columns cast to string upstream (a dbt `table` model each, read by
@@ -237,33 +243,37 @@ CHAR_FILES = {
 
 def test_char_columns_refused_before_a_merge_fails_on_them(scratch_project, spark):
     """Delta's MERGE fails on CHAR(n) columns (delta-io/delta#3868): a model whose MERGEs they would
-    reach was built, and failed its next run with Spark's internal error. Now its first run stops
-    before it builds anything, naming the columns, their tables and the cast that fixes it; a
-    deduplicate model (no MERGE) reads them as before; and the fix works, run after run."""
+    reach was built, and failed its next run with Spark's internal error (a deduplicate model once
+    its store held more than replace_state_below entries). Now its first run stops before it
+    builds anything, naming the columns, their tables and the cast that fixes it; a CHAR column
+    no MERGE keeps is read as before; and the fix works, run after run."""
     project = scratch_project(CHAR_FILES)
     s = project.schema
     for ddl in ["orders (oid char(4), cid char(3), tag char(5))", "customers (cid char(3), name char(6))",
                 "cdc (id char(3), op string, seq int, val char(4))",
-                "events (off int, cid char(3), ts timestamp)", "prices (cid string, ts timestamp, price char(4))"]:
+                "events (off int, cid string, ts timestamp, tag char(2))", "prices (cid string, ts timestamp, price char(4))"]:
         spark.sql(f"create table {s}.{ddl} using delta tblproperties (delta.enableChangeDataFeed = true)")
     spark.sql(f"insert into {s}.orders values ('o1', 'c1', 'x'), ('o2', 'c2', 'y')")
     spark.sql(f"insert into {s}.customers values ('c1', 'ann')")
     spark.sql(f"insert into {s}.cdc values ('k1', 'c', 1, 'a')")
-    spark.sql(f"insert into {s}.events values (1, 'c1', timestamp'2026-01-01 00:00:00'), (2, 'c1', timestamp'2026-01-01 00:00:05')")
+    spark.sql(f"insert into {s}.events values (1, 'c1', timestamp'2026-01-01 00:00:00', 'a'), (2, 'c1', timestamp'2026-01-01 00:00:05', 'b')")
     spark.sql(f"insert into {s}.prices values ('c1', timestamp'2025-12-31 00:00:00', 'p1')")
     result = project.invoke("run", check=False)
     errors = {r.node.name: str(r.message) for r in result.result.results if str(r.status) == "error"}
-    assert sorted(errors) == ["current", "fk", "priced_events"]
+    assert sorted(errors) == ["current", "first_tags", "fk", "priced_events"]
     # fk's body selects tag and name and joins on both cid columns; oid, its key, it selects too.
     for model, columns in {"fk": ["oid (char(4) of", "cid (char(3) of", "tag (char(5) of", "name (char(6) of"],
                            "current": ["id (char(3) of", "val (char(4) of"],
-                           "priced_events": ["cid (char(3) of", "price (char(4) of"]}.items():
+                           "priced_events": ["tag (char(2) of", "price (char(4) of"],
+                           "first_tags": ["tag (char(2) of"]}.items():
         message = errors[model]
         assert all(c in message for c in columns), (model, message)
         assert "delta-io/delta#3868" in message and "as string)" in message and "Nothing was written" in message, message
         assert not spark.catalog.tableExists(f"{s}.{model}"), model
     assert ".orders)" in errors["fk"] and ".customers)" in errors["fk"] and ".prices)" in errors["priced_events"]
-    assert "seq" not in errors["current"] and "op (" not in errors["current"]
+    assert "seq" not in errors["current"] and "op (" not in errors["current"] and "cid (" not in errors["priced_events"]
+    # A deduplicate model's store keeps its key: a CHAR value column (first_events' tag) is appended.
+    assert "off (" not in errors["first_tags"] and "first_events" not in errors
 
     # The others ran; now the changes: customer c1 renamed, c2 arrives, order o3 (of c1); events.
     # (Delta's UPDATE finds no row by `cid = 'c1'` on a CHAR column, padded or not; rtrim does.)
@@ -271,9 +281,9 @@ def test_char_columns_refused_before_a_merge_fails_on_them(scratch_project, spar
     assert [tuple(r) for r in spark.sql(f"select * from {s}.customers").collect()] == [("c1 ", "bob   ")]
     spark.sql(f"insert into {s}.customers values ('c2', 'cy')")
     spark.sql(f"insert into {s}.orders values ('o3', 'c1', 'z')")
-    spark.sql(f"insert into {s}.events values (3, 'c1', timestamp'2026-01-01 00:00:20'), (4, 'c1', timestamp'2026-01-01 00:00:25'), "
-              f"(5, 'c2', timestamp'2026-01-01 00:00:26')")
-    project.invoke("run", "--exclude", "fk", "current", "priced_events")
+    spark.sql(f"insert into {s}.events values (3, 'c1', timestamp'2026-01-01 00:00:20', 'a'), (4, 'c1', timestamp'2026-01-01 00:00:25', 'c'), "
+              f"(5, 'c2', timestamp'2026-01-01 00:00:26', 'd')")
+    project.invoke("run", "--exclude", "fk", "current", "priced_events", "first_tags")
     # CHAR values keep their padding through the cast: oid to 4, cid to 3, name to 6 characters.
     fk_rows = {tuple(r) for r in spark.sql(f"select oid, cid, name from {s}.fk_cast").collect()}
     assert fk_rows == {("o1  ", "c1 ", "bob   "), ("o2  ", "c2 ", "cy    "), ("o3  ", "c1 ", "bob   ")}

@@ -186,8 +186,7 @@
     Spark pads such values as it reads them, and Delta's MERGE cannot resolve the padding — an
     `[INTERNAL_ERROR] ... DELTA_MERGE_RESOLVED_ATTRIBUTE_MISSING_FROM_INPUT`). An operator that
     keeps its output or state with MERGE refuses, before it builds anything, inputs whose CHAR
-    columns would reach one: `queries` (what it keeps: the model body run as it is, or whole
-    inputs) are planned, not run (EXPLAIN), and Spark's read-side padding in the plan names each
+    columns would reach one: `queries` (what it keeps: merged_queries) are planned, not run (EXPLAIN), and Spark's read-side padding in the plan names each
     CHAR column, and the table it is read from. `describe` shows such a column as `string`. -#}
 {% macro refuse_char_columns(queries) %}
   {%- set found = [] -%}
@@ -204,16 +203,19 @@
   {%- endfor -%}
   {%- if found -%}
     {%- set msg -%}
-{{ model.name }}: CHAR(n) column{{ 's' if found | length > 1 else '' }} {{ found | join(', ') }} would reach the MERGE with which a {{ config.get('materialized') }} model keeps its output and state, and Delta's MERGE fails on CHAR columns (delta-io/delta#3868: Spark pads their values as it reads them, which the MERGE cannot resolve). Cast {{ 'them' if found | length > 1 else 'it' }} to string where the input is built (`cast({{ found[0].split(' (')[0] }} as string) as {{ found[0].split(' (')[0] }}` in the upstream model: the value keeps its padding), or declare the column `string`. Nothing was written.
+{{ model.name }}: CHAR(n) column{{ 's' if found | length > 1 else '' }} {{ found | join(', ') }} would reach a MERGE into this {{ config.get('materialized') }} model's output or state tables, and Delta's MERGE fails on CHAR columns (delta-io/delta#3868: Spark pads their values as it reads them, which the MERGE cannot resolve). Cast {{ 'them' if found | length > 1 else 'it' }} to string where the input is built (`cast({{ found[0].split(' (')[0] }} as string) as {{ found[0].split(' (')[0] }}` in the upstream model: the value keeps its padding), or declare the column `string`. Nothing was written.
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
 {% endmacro %}
 
 {#- What an operator's MERGEs keep, for refuse_char_columns: the model body as it is (`body`, a SQL
-    body: the columns it selects or joins on), else every column of each input. -#}
-{% macro merged_queries(inputs, body=none) %}
-  {%- if body is not none and model.language == 'sql' -%}{{ return([body]) }}{%- endif -%}
+    body: the columns it selects or joins on), or only its columns `kept` (SQL expressions), else
+    every column of each input. -#}
+{% macro merged_queries(inputs, body=none, kept=none) %}
+  {%- if body is not none and model.language == 'sql' -%}
+    {{ return([('select ' ~ kept | join(', ') ~ ' from (' ~ body ~ ') as b') if kept else body]) }}
+  {%- endif -%}
   {%- set queries = [] -%}
   {%- for name in inputs.values() | unique -%}{%- do queries.append('select * from ' ~ name) -%}{%- endfor -%}
   {{ return(queries) }}
