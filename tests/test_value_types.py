@@ -214,9 +214,15 @@ CHAR_FILES = {
         {{ config(materialized='changelog_table', key='id', sequence='seq', operation='op') }}
         select * from {{ incremental_joins.stream(source('t', 'cdc')) }}
     """,
+    # A grace period buffers the stream's records (MERGEd); without one, they are appended only.
     "models/priced_events.sql": """
-        {{ config(materialized='stream_table_join', join_type='left', key='cid', event_time='ts', table_time='ts', history_retention='1 hour') }}
+        {{ config(materialized='stream_table_join', join_type='left', key='cid', event_time='ts', table_time='ts', history_retention='1 hour',
+                  grace_period='10 seconds') }}
         select s.off, t.price from {{ incremental_joins.as_of_join(source('t', 'events'), source('t', 'prices')) }}
+    """,
+    "models/named_events.sql": """
+        {{ config(materialized='stream_table_join', join_type='left', key='cid', event_time='ts') }}
+        select s.off, s.tag, t.name from {{ incremental_joins.as_of_join(source('t', 'events'), ref('customers_cast')) }}
     """,
     # Both MERGE their store every run (replace_state_below=0). first_events' store keeps its key, a
     # string; first_tags' would keep a CHAR key.
@@ -256,7 +262,8 @@ def test_char_columns_refused_before_a_merge_fails_on_them(scratch_project, spar
     spark.sql(f"insert into {s}.orders values ('o1', 'c1', 'x'), ('o2', 'c2', 'y')")
     spark.sql(f"insert into {s}.customers values ('c1', 'ann')")
     spark.sql(f"insert into {s}.cdc values ('k1', 'c', 1, 'a')")
-    spark.sql(f"insert into {s}.events values (1, 'c1', timestamp'2026-01-01 00:00:00', 'a'), (2, 'c1', timestamp'2026-01-01 00:00:05', 'b')")
+    # The events' cid is a string holding the padded value, as customers_cast's does.
+    spark.sql(f"insert into {s}.events values (1, 'c1 ', timestamp'2026-01-01 00:00:00', 'a'), (2, 'c1 ', timestamp'2026-01-01 00:00:05', 'b')")
     spark.sql(f"insert into {s}.prices values ('c1', timestamp'2025-12-31 00:00:00', 'p1')")
     result = project.invoke("run", check=False)
     errors = {r.node.name: str(r.message) for r in result.result.results if str(r.status) == "error"}
@@ -272,8 +279,9 @@ def test_char_columns_refused_before_a_merge_fails_on_them(scratch_project, spar
         assert not spark.catalog.tableExists(f"{s}.{model}"), model
     assert ".orders)" in errors["fk"] and ".customers)" in errors["fk"] and ".prices)" in errors["priced_events"]
     assert "seq" not in errors["current"] and "op (" not in errors["current"] and "cid (" not in errors["priced_events"]
-    # A deduplicate model's store keeps its key: a CHAR value column (first_events' tag) is appended.
-    assert "off (" not in errors["first_tags"] and "first_events" not in errors
+    # A deduplicate model's store keeps its key: a CHAR value column (first_events' tag) is appended;
+    # so is a stream's CHAR column (named_events' tag) without a grace period.
+    assert "off (" not in errors["first_tags"] and "first_events" not in errors and "named_events" not in errors
 
     # The others ran; now the changes: customer c1 renamed, c2 arrives, order o3 (of c1); events.
     # (Delta's UPDATE finds no row by `cid = 'c1'` on a CHAR column, padded or not; rtrim does.)
@@ -281,11 +289,14 @@ def test_char_columns_refused_before_a_merge_fails_on_them(scratch_project, spar
     assert [tuple(r) for r in spark.sql(f"select * from {s}.customers").collect()] == [("c1 ", "bob   ")]
     spark.sql(f"insert into {s}.customers values ('c2', 'cy')")
     spark.sql(f"insert into {s}.orders values ('o3', 'c1', 'z')")
-    spark.sql(f"insert into {s}.events values (3, 'c1', timestamp'2026-01-01 00:00:20', 'a'), (4, 'c1', timestamp'2026-01-01 00:00:25', 'c'), "
-              f"(5, 'c2', timestamp'2026-01-01 00:00:26', 'd')")
+    spark.sql(f"insert into {s}.events values (3, 'c1 ', timestamp'2026-01-01 00:00:20', 'a'), (4, 'c1 ', timestamp'2026-01-01 00:00:25', 'c'), "
+              f"(5, 'c2 ', timestamp'2026-01-01 00:00:26', 'd')")
     project.invoke("run", "--exclude", "fk", "current", "priced_events", "first_tags")
     # CHAR values keep their padding through the cast: oid to 4, cid to 3, name to 6 characters.
     fk_rows = {tuple(r) for r in spark.sql(f"select oid, cid, name from {s}.fk_cast").collect()}
     assert fk_rows == {("o1  ", "c1 ", "bob   "), ("o2  ", "c2 ", "cy    "), ("o3  ", "c1 ", "bob   ")}
     # 2@5 within 1@0's 10 s; 3@20 past it, 4@25 within 3's; 5 is c2's first.
     assert sorted(r[0] for r in spark.sql(f"select off from {s}.first_events").collect()) == [1, 3, 5]
+    # Unversioned: each record joins the customer as it is when the record's run reads it.
+    named = {tuple(r) for r in spark.sql(f"select off, tag, name from {s}.named_events").collect()}
+    assert named == {(1, "a ", "ann   "), (2, "b ", "ann   "), (3, "a ", "bob   "), (4, "c ", "bob   "), (5, "d ", "cy    ")}

@@ -184,26 +184,27 @@
 
 {#- Delta's MERGE fails on a CHAR(n) column in its source or its target (delta-io/delta#3868, open:
     Spark pads such values as it reads them, and Delta's MERGE cannot resolve the padding — an
-    `[INTERNAL_ERROR] ... DELTA_MERGE_RESOLVED_ATTRIBUTE_MISSING_FROM_INPUT`). An operator that
-    keeps its output or state with MERGE refuses, before it builds anything, inputs whose CHAR
-    columns would reach one: `queries` (what it keeps: merged_queries) are planned, not run (EXPLAIN), and Spark's read-side padding in the plan names each
-    CHAR column, and the table it is read from. `describe` shows such a column as `string`. -#}
+    `[INTERNAL_ERROR] ... DELTA_MERGE_RESOLVED_ATTRIBUTE_MISSING_FROM_INPUT`). Every operator keeps
+    its output or state with MERGE, so a run that builds its output whole refuses, before it builds
+    anything, CHAR columns that would reach one: `queries` (what its MERGEs keep: merged_queries)
+    are planned, not run (EXPLAIN), and Spark's read-side padding in the plan names each CHAR
+    column, which the plan's scans tie to its table (`describe` shows such a column as `string`). -#}
 {% macro refuse_char_columns(queries) %}
-  {%- set found = [] -%}
+  {%- set found = {} -%}  {#- 'column (char(n) of table)' -> column -#}
   {%- for query in queries -%}
     {%- set plan = incremental_joins.scalar('explain ' ~ query) -%}
-    {%- set tables = {} -%}  {#- scanned column (name#id) -> its table, as the plan's scans list them -#}
+    {%- set tables = {} -%}  {#- scanned column (name#id) -> its table -#}
     {%- for table, columns in modules.re.findall('Scan \\w+ ([^\\s\\[]+)\\[([^\\]]*)\\]', plan) -%}
       {%- for column in columns.split(',') -%}{%- do tables.update({column | trim: table}) -%}{%- endfor -%}
     {%- endfor -%}
     {%- for column, id, length in modules.re.findall('readSidePadding\\((.+?)(#\\d+), (\\d+)\\)', plan) -%}
-      {%- set text = column ~ ' (char(' ~ length ~ ')' ~ (' of ' ~ tables[column ~ id] if column ~ id in tables else '') ~ ')' -%}
-      {%- if text not in found -%}{%- do found.append(text) -%}{%- endif -%}
+      {%- do found.update({column ~ ' (char(' ~ length ~ ')' ~ (' of ' ~ tables[column ~ id] if column ~ id in tables else '') ~ ')': column}) -%}
     {%- endfor -%}
   {%- endfor -%}
   {%- if found -%}
+    {%- set first = (found.values() | list)[0] -%}
     {%- set msg -%}
-{{ model.name }}: CHAR(n) column{{ 's' if found | length > 1 else '' }} {{ found | join(', ') }} would reach a MERGE into this {{ config.get('materialized') }} model's output or state tables, and Delta's MERGE fails on CHAR columns (delta-io/delta#3868: Spark pads their values as it reads them, which the MERGE cannot resolve). Cast {{ 'them' if found | length > 1 else 'it' }} to string where the input is built (`cast({{ found[0].split(' (')[0] }} as string) as {{ found[0].split(' (')[0] }}` in the upstream model: the value keeps its padding), or declare the column `string`. Nothing was written.
+{{ model.name }}: CHAR(n) column{{ 's' if found | length > 1 else '' }} {{ found.keys() | join(', ') }} would reach a MERGE into this {{ config.get('materialized') }} model's output or state tables, and Delta's MERGE fails on CHAR columns (delta-io/delta#3868: Spark pads their values as it reads them, which the MERGE cannot resolve). Cast {{ 'them' if found | length > 1 else 'it' }} to string where the input is built (`cast({{ first }} as string) as {{ first }}` in the upstream model: the value keeps its padding), or declare the column `string`. Nothing was written.
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}

@@ -30,9 +30,9 @@
     consumed version (right for a seed reloaded with the same records, which `dbt build` does on
     every run) — an error there would stop every such run. `sole`: the pin and end_run check that no
     other run of the model wrote its highwater meanwhile (assert_sole_run; the stream operators,
-    whose appends two overlapping runs can repeat). `merged`: for an operator that keeps its output
-    or state with MERGE, what it keeps (queries: the body run as it is, or whole inputs), checked
-    for CHAR columns whenever the run builds the output whole (refuse_char_columns). -#}
+    whose appends two overlapping runs can repeat). `merged`: what the operator's MERGEs keep
+    (merged_queries), checked for CHAR columns whenever the run builds the output whole
+    (refuse_char_columns). -#}
 {% macro begin_run(input_names, on_missing_history=none, state=[], pin_state=false, definition=none, on_recreated='warn', sole=false, merged=none) %}
   {{ run_hooks(pre_hooks) }}
   {% do incremental_joins.release_staged() %}  {#- left over by an interrupted run -#}

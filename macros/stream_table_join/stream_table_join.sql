@@ -24,8 +24,9 @@
   {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set st = {'history': incremental_joins.state_relation('history'), 'buffer': incremental_joins.state_relation('buffer'),
                 'clock': incremental_joins.state_relation('clock'), 'cuts': incremental_joins.state_relation('runs')} -%}
+  {#- The history (MERGEd) keeps the table's columns, the buffer (MERGEd, with a grace period) the stream's; the output is appended. -#}
   {%- set run = incremental_joins.begin_run([inputs.stream, inputs.table], state=[st.history, st.buffer, st.clock, this], pin_state=true, sole=true,
-                                            merged=incremental_joins.merged_queries(inputs)) -%}
+                                            merged=incremental_joins.merged_queries(inputs if cfg.grace else {'table': inputs.table})) -%}
   {%- set full = run.full_reason is not none -%}
   {%- set plans = {} -%}
   {%- for side in ['stream', 'table'] -%}
