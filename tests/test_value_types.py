@@ -8,7 +8,9 @@ the package's equals_full_recompute test, then --full-refresh.
 - Key, time and operation columns named in the config in another case than the tables spell
   them (`key='CID'` over a column `Cid`): Spark resolves column names ignoring case, and so must
   every operator. The same keys of types Delta cannot cluster a table by (binary, a struct, a
-  boolean)."""
+  boolean).
+- CHAR(n) columns, on which Delta's MERGE fails: refused where they would reach one of an
+  operator's MERGEs, passed through where they reach none."""
 
 from __future__ import annotations
 
