@@ -17,9 +17,10 @@
   {%- if inputs is none -%}{{ return({'relations': [this]}) }}{%- endif -%}  {#- dbt --empty, the output exists -#}
   {%- set name = inputs.stream -%}
   {%- set state = incremental_joins.state_relation('state') -%}
-  {#- The output is appended; the store, MERGEd above replace_state_below entries, keeps the dedup key. -#}
-  {%- set run = incremental_joins.begin_run([name], state=[state], pin_state=true, sole=true,
-                                            merged=incremental_joins.merged_queries(inputs, sql, ([incremental_joins.column_list(cfg.key)] if cfg.key else []) + (['(' ~ cfg.id ~ ')'] if cfg.id else []))) -%}
+  {#- The output is appended; the store, MERGEd above replace_state_below entries, keeps the key and id. -#}
+  {%- set kept = [incremental_joins.column_list(cfg.key)] if cfg.key else [] -%}
+  {%- if cfg.id -%}{%- do kept.append('(' ~ cfg.id ~ ')') -%}{%- endif -%}
+  {%- set run = incremental_joins.begin_run([name], state=[state], pin_state=true, sole=true, merged=incremental_joins.merged_queries(inputs, sql, kept)) -%}
   {%- set full = run.full_reason is not none -%}
   {%- set plan = incremental_joins.stream_plan(name, run, cfg.append_new_columns) -%}
   {%- set pinned = none if full else incremental_joins.pinned(state, run.versions[state | string]) -%}

@@ -218,7 +218,7 @@
     {{ return([('select ' ~ kept | join(', ') ~ ' from (' ~ body ~ ') as b') if kept else body]) }}
   {%- endif -%}
   {%- set queries = [] -%}
-  {%- for name in inputs.values() | unique -%}{%- do queries.append('select * from ' ~ name) -%}{%- endfor -%}
+  {%- for name in inputs.values() | unique -%}{%- do queries.append(incremental_joins.pinned(name, none)) -%}{%- endfor -%}
   {{ return(queries) }}
 {% endmacro %}
 
