@@ -296,32 +296,61 @@ def test_a_run_that_another_run_of_the_model_overlaps_stops(scratch_project, spa
 
 @pytest.mark.skipif(not THRIFT, reason="two dbt processes against one cluster: thrift mode")
 def test_two_runs_at_the_same_time_append_each_record_once(scratch_project, spark):
-    """The overlap itself, on the cluster: run A (another process) reads the highwater, then pauses
-    before its pin (a test hook's statement, a 45 s sleep on the Thrift server) while run B reads,
-    appends and records its progress. A then finds B's writes and stops with nothing written:
-    every record once. Without the check both appended the new records (probed 2026-12-05)."""
+    """The overlap itself, on the cluster: run A (another process) pauses at a step (a test hook's
+    statement, a 45 s sleep on the Thrift server) while run B goes through. Paused before its pin,
+    with records committed after A read the stream and before B did, A then finds B's pin of other
+    versions and stops with nothing written. Paused after its pin, B takes A's pin for an
+    interrupted run's and repeats it, and A, woken, makes the same writes: Delta skips its append
+    of the same stream version (append_once) and both runs end well. Either way every record is
+    in the output once. Without the check, or without append_once, both appended the new records
+    (probed 2026-12-05 and 12-06). Paused before its pin with no commit in between, B pins the
+    versions A read: A takes B's pin and advance for its own, and ends well too."""
     stream = Stream(scratch_project, spark, {"d": MODELS["dedup_key"]})
-    records = random_records(random.Random(12), 20)
+    records = random_records(random.Random(12), 40)
     stream.append(*records[:10])
     stream.run()
-    stream.append(*records[10:])
     path = stream.project.path
-    log = path / "run_a.log"
-    env = {**os.environ, "INCREMENTAL_JOINS_SQL_AT": "before_pin",
-           "INCREMENTAL_JOINS_SQL": "select reflect('java.lang.Thread', 'sleep', cast(45000 as bigint))"}
-    with open(log, "w") as out:
-        run_a = subprocess.Popen([sys.executable, "-m", "dbt.cli.main", "run", "--project-dir", str(path), "--profiles-dir", str(path),
-                                  "--target", stream.project.target], env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while "running INCREMENTAL_JOINS_SQL at before_pin" not in log.read_text():
-            assert run_a.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.5)
-        stream.run()                                            # run B, while A sleeps
-        assert run_a.wait(timeout=300) != 0
-    finally:
-        run_a.kill()
-    assert "This run stopped before its first write: nothing was written." in log.read_text(), log.read_text()
+
+    def run_a_paused_at(step, meanwhile=()):
+        """Run A paused at `step` while `meanwhile` records are committed and run B goes through:
+        A's exit code and log."""
+        log = path / f"run_a_{step}.log"
+        env = {**os.environ, "INCREMENTAL_JOINS_SQL_AT": step,
+               "INCREMENTAL_JOINS_SQL": "select reflect('java.lang.Thread', 'sleep', cast(45000 as bigint))"}
+        with open(log, "w") as out:
+            run_a = subprocess.Popen([sys.executable, "-m", "dbt.cli.main", "run", "--project-dir", str(path), "--profiles-dir", str(path),
+                                      "--target", stream.project.target], env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 300
+            while f"running INCREMENTAL_JOINS_SQL at {step}" not in log.read_text():
+                assert run_a.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+            if meanwhile:
+                stream.append(*meanwhile)
+            stream.run()                                        # run B, while A sleeps
+            return run_a.wait(timeout=300), log.read_text()
+        finally:
+            run_a.kill()
+
+    stream.append(*records[10:15])
+    code, log = run_a_paused_at("before_pin", records[15:20])
+    assert code != 0 and "This run stopped before its first write: nothing was written." in log, log
+    assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
+
+    stream.append(*records[20:30])
+    appends = lambda: sum(r["operation"] == "WRITE" for r in spark.sql(f"describe history {stream.schema}.d").collect())
+    before = appends()
+    code, log = run_a_paused_at("after_pin")
+    assert code == 0, log
+    assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
+    # One append of the new records: Delta skipped the other run's (no commit).
+    assert appends() == before + 1
+    stream.append(*records[30:35])
+    code, log = run_a_paused_at("before_pin")
+    assert code == 0, log
+    assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
+    stream.append(*records[35:])                               # the runs after it read on from there
+    stream.run()
     assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
 
 

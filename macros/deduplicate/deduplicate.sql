@@ -155,7 +155,9 @@
 
 {#- The run's counts and data check, then its versions pinned. Append the forwarded records —
     once: a retried run (and only it looks) finds its records already in the output (their
-    _ij_source_version is in this run's range) and does not write them again — then write the
+    _ij_source_version is in this run's range) and does not write them again, and Delta skips an
+    append of the same stream version already committed (append_once: another run that repeated
+    this run's pin at the same time) — then write the
     state table: the new state of each dedup key and each partition's stream time, in one write
     (one Delta table, so one snapshot to load and one commit a run). With strategy 'interval',
     entries older than stream time minus the interval are purged (SPEC §3 rule 5), so the store
@@ -221,7 +223,7 @@
     {%- else -%}
       {#- It appends exactly the forwarded records that the counts counted (both read the cached
           stages): no `describe history` before and after it for the number. -#}
-      {%- call statement('main') -%}insert into {{ this }} ({{ incremental_joins.column_list(user_columns) }}) {{ forwarded }}{%- endcall -%}
+      {%- call statement('main') -%}insert into {{ this }} {{ incremental_joins.append_once(plan.to) }} ({{ incremental_joins.column_list(user_columns) }}) {{ forwarded }}{%- endcall -%}
       {%- set written = {'inserted': forwarded_count} -%}
     {%- endif -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}

@@ -94,9 +94,24 @@
   {%- for name, v in run.versions.items() -%}
     {%- do rows.update({name: {'version': run.highwater.get(name, {}).get('version'), 'pending': v, 'commit': run.highwater.get(name, {}).get('commit')}}) -%}
   {%- endfor -%}
+  {%- do model.update({'incremental_joins_pin': rows}) -%}  {#- for assert_sole_run -#}
   {% do incremental_joins.inject_failure('before_pin') %}
   {% if run.sole %}{% do incremental_joins.assert_sole_run('pin') %}{% endif %}
   {% do incremental_joins.write_highwater('pin', rows) %}
+  {% do incremental_joins.inject_failure('after_pin') %}
+{% endmacro %}
+
+{#- The write option (`insert into <output> <append_once(v)> ...`) that makes a stream operator's
+    append of its output happen once per pinned input version `version` (its stream input's):
+    Delta's idempotent write, a transaction id recorded in the output's commit, with which Delta
+    skips any later write of the same id and a version not above the recorded one — the same append
+    of a retried run, or of another run that took this run's pin for an interrupted run's and
+    repeated it (two runs of one model at the same time, assert_sole_run), and fails the second of
+    two at the same instant. An output appends only records newer than the version of its last
+    append, so the version grows with every append; `create or replace` (a full refresh) forgets
+    the ids. Where statements carry no write options (highwater_notes), none. -#}
+{% macro append_once(version) %}
+  {{ return("with ('txnAppId' = 'incremental_joins.append', 'txnVersion' = '" ~ version ~ "')" if version is not none and incremental_joins.highwater_notes() else '') }}
 {% endmacro %}
 
 {#- The last write of a run: the pinned versions become the consumed ones. -#}
@@ -144,10 +159,12 @@
     one ran: its newest version is the one this run read plus this run's own writes. Two runs of
     one deduplicate or stream_table_join model at the same time (overlapping jobs) can both append
     the same records: both read before either pinned, or the second takes the first's pin for an
-    interrupted run's and repeats it. Checked before the pin (`step` 'pin': a run that finds
-    another's pin or advance since its read stops with nothing written) and before the advance
-    ('advance': the overlaps the first check cannot see — the other run started after this run's
-    pin, or pinned in between — are told, though both may have appended by then). A table
+    interrupted run's and repeats it. The second is harmless: the runs read the same versions and
+    make the same writes, the appends once (append_once), so commits that pin exactly this run's
+    versions or advance to them (same_pin) are not counted. Any other write is checked before the
+    pin (`step` 'pin': a run that finds another's pin or advance since its read stops with nothing
+    written) and before the advance ('advance': the overlaps the first check cannot see — another
+    run pinned other versions in between — are told, though both may have appended by then). A table
     operator needs no check: both runs write the same change-minimal MERGE. Commits that write no
     rows (OPTIMIZE, VACUUM, table properties: optimize_tables and vacuum_tables at the same time)
     are not another run's. Where the highwater's commits carry no notes (highwater_notes) the
@@ -161,9 +178,9 @@
   {%- set commits = incremental_joins.history(incremental_joins.highwater_relation(), seen.version, expected) -%}
   {%- set newest = commits[0]['version'] | int -%}
   {%- set maintenance = ['OPTIMIZE', 'VACUUM START', 'VACUUM END', 'SET TBLPROPERTIES', 'UNSET TBLPROPERTIES', 'REORG'] -%}
-  {%- set writes = commits | selectattr('version', 'gt', seen.version) | rejectattr('operation', 'in', maintenance) | list | length -%}
+  {%- set writes = commits | selectattr('version', 'gt', seen.version) | rejectattr('operation', 'in', maintenance) | list -%}
   {#- newest < expected: fewer commits than the run's own, the table replaced. -#}
-  {%- if newest < expected or writes != seen.writes -%}
+  {%- if newest < expected or writes | length != seen.writes and not incremental_joins.same_pin(writes, model.get('incremental_joins_pin')) -%}
     {%- set msg -%}
 {{ model.name }}: another run of this model wrote its highwater table {{ incremental_joins.highwater_relation() }} while this run was running (it is at version {{ newest }}; this run read version {{ seen.version }} and wrote {{ seen.writes }} more): two runs of one {{ config.get('materialized') }} model at the same time can both append the same records.
       {%- if step == 'pin' %} This run stopped before its first write: nothing was written. Run the model from one job at a time.
@@ -172,4 +189,24 @@
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
+{% endmacro %}
+
+{#- Whether every highwater commit of `commits` is a pin of exactly this run's versions `pin` (as
+    pin_versions built them) or an advance to them, by the state its note carries: the other run
+    took this run's pin for an interrupted run's and repeated it, or both read the same versions,
+    so that every write it made is one this run makes too — the MERGEs change-minimal, the appends
+    once (append_once) — and the two runs end as one. A commit without a note is another's. -#}
+{% macro same_pin(commits, pin) %}
+  {%- if not pin -%}{{ return(false) }}{%- endif -%}
+  {%- for c in commits -%}
+    {%- set note = c['userMetadata'] -%}
+    {%- set state = fromjson(note).incremental_joins_highwater.state if note and note.startswith('{"incremental_joins_highwater"') else none -%}
+    {%- if state is none -%}{{ return(false) }}{%- endif -%}
+    {%- for name, row in pin.items() -%}
+      {%- set theirs = state.get(name, {}) -%}
+      {%- set at = [theirs.get('version'), theirs.get('pending')] -%}
+      {%- if at != [row.version, row.pending] and at != [row.pending, none] -%}{{ return(false) }}{%- endif -%}
+    {%- endfor -%}
+  {%- endfor -%}
+  {{ return(true) }}
 {% endmacro %}

@@ -337,7 +337,8 @@
 
 {#- The run's counts and data checks, then its versions pinned; the model body over the emitted
     records and the versions they looked up; the output appended once (a retried run whose append
-    already committed skips it), then the state: history MERGEd (new versions in, purged ones
+    already committed skips it, and Delta skips an append of the same stream version already
+    committed: append_once), then the state: history MERGEd (new versions in, purged ones
     out), buffer MERGEd (new waiting records in, released ones out), clock replaced, this run's
     cut recorded. -#}
 {% macro stj_write(cfg, inputs, flow, st, full, run, grown={}) %}
@@ -384,7 +385,7 @@
       {%- call statement('main') -%}select 'nothing to append' as outcome{%- endcall -%}
       {%- set written = {'inserted': 0} -%}
     {%- else -%}
-      {%- call statement('main') -%}insert into {{ this }} ({{ incremental_joins.column_list(output_columns) }}) {{ rows }}{%- endcall -%}
+      {%- call statement('main') -%}insert into {{ this }} {{ incremental_joins.append_once(run.versions[inputs.stream]) }} ({{ incremental_joins.column_list(output_columns) }}) {{ rows }}{%- endcall -%}
       {%- set written = incremental_joins.last_write_metrics(this, version_before) -%}
     {%- endif -%}
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
