@@ -106,8 +106,8 @@
     Delta's idempotent write, a transaction id recorded in the output's commit, with which Delta
     skips any later write of the same id and a version not above the recorded one — the same append
     of a retried run, or of another run that took this run's pin for an interrupted run's and
-    repeated it (two runs of one model at the same time, assert_sole_run), and fails the second of
-    two at the same instant. An output appends only records newer than the version of its last
+    repeated it (two runs of one model at the same time, assert_sole_run); of two committing at the
+    same instant, Delta's conflict check fails the second (by its design; not reproduced). An output appends only records newer than the version of its last
     append, so the version grows with every append; `create or replace` (a full refresh) forgets
     the ids. Where statements carry no write options (highwater_notes), none. -#}
 {% macro append_once(version) %}
