@@ -82,9 +82,14 @@
   {%- if not incremental_joins.highwater_notes() -%}{{ return(none) }}{%- endif -%}
   {%- set newest = incremental_joins.newest_commit(incremental_joins.highwater_relation()) -%}
   {%- do model.update({'incremental_joins_highwater_seen': {'version': newest['version'] | int, 'writes': 0}}) -%}  {#- for assert_sole_run -#}
-  {%- set note = newest['userMetadata'] -%}
-  {%- set parsed = fromjson(note) if note and note.startswith('{"incremental_joins_highwater"') else none -%}
-  {{ return(parsed.incremental_joins_highwater if parsed else none) }}
+  {{ return(incremental_joins.highwater_note(newest)) }}
+{% endmacro %}
+
+{#- The state a highwater commit (a row of `describe history`) carries in its note
+    ({'state': ..., 'rows': n}; write_highwater), or none. -#}
+{% macro highwater_note(commit) %}
+  {%- set note = commit['userMetadata'] -%}
+  {{ return(fromjson(note).incremental_joins_highwater if note and note.startswith('{"incremental_joins_highwater"') else none) }}
 {% endmacro %}
 
 {#- Record the versions this run reads as pending, before its first write. -#}
@@ -199,11 +204,10 @@
 {% macro same_pin(commits, pin) %}
   {%- if not pin -%}{{ return(false) }}{%- endif -%}
   {%- for c in commits -%}
-    {%- set note = c['userMetadata'] -%}
-    {%- set state = fromjson(note).incremental_joins_highwater.state if note and note.startswith('{"incremental_joins_highwater"') else none -%}
-    {%- if state is none -%}{{ return(false) }}{%- endif -%}
+    {%- set note = incremental_joins.highwater_note(c) -%}
+    {%- if note is none -%}{{ return(false) }}{%- endif -%}
     {%- for name, row in pin.items() -%}
-      {%- set theirs = state.get(name, {}) -%}
+      {%- set theirs = note.state.get(name, {}) -%}
       {%- set at = [theirs.get('version'), theirs.get('pending')] -%}
       {%- if at != [row.version, row.pending] and at != [row.pending, none] -%}{{ return(false) }}{%- endif -%}
     {%- endfor -%}
