@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from conftest import THRIFT
 
@@ -250,6 +253,33 @@ def running_at(step: str, sql: str) -> Iterator[None]:
         yield
     finally:
         del os.environ["INCREMENTAL_JOINS_SQL_AT"], os.environ["INCREMENTAL_JOINS_SQL"]
+
+
+def run_paused_at(project, step: str, meanwhile: Callable[[], object]) -> tuple[int, str]:
+    """Two runs of the project's models at the same time (thrift mode: two dbt processes on one
+    cluster): run A, another process, pauses at `step` (the test hook's statement, a 45 s sleep on
+    the Thrift server) while `meanwhile` runs (run B, and what comes before it). A's exit code and
+    log."""
+    log = project.path / f"run_a_{step}.log"
+    env = {**os.environ, "INCREMENTAL_JOINS_SQL_AT": step,
+           "INCREMENTAL_JOINS_SQL": "select reflect('java.lang.Thread', 'sleep', cast(45000 as bigint))"}
+    with open(log, "w") as out:
+        run_a = subprocess.Popen([sys.executable, "-m", "dbt.cli.main", "run", "--project-dir", str(project.path), "--profiles-dir", str(project.path),
+                                  "--target", project.target], env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while f"running INCREMENTAL_JOINS_SQL at {step}" not in log.read_text():
+            assert run_a.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+        meanwhile()
+        return run_a.wait(timeout=300), log.read_text()
+    finally:
+        run_a.kill()
+
+
+def output_appends(spark, table: str) -> int:
+    """How many appends (WRITE commits) the table's history holds."""
+    return sum(r["operation"] == "WRITE" for r in spark.sql(f"describe history {table}").collect())
 
 
 def error_of(result) -> str:

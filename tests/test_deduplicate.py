@@ -4,17 +4,14 @@ crash-and-rerun; full refresh; errors."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
-import time
 
 import pytest
 
 import reference
 from conftest import THRIFT
-from fk_join_harness import CRASH_STEPS, error_of, failing_at, newest_version, random_seeds, running_at, sources_yml, sql_literal, tblproperties
+from fk_join_harness import (CRASH_STEPS, error_of, failing_at, newest_version, output_appends, random_seeds, run_paused_at, running_at, sources_yml,
+                             sql_literal, tblproperties)
 
 BODY = "select * from {{ incremental_joins.stream(source('t', 'events')) }}"
 COMMON = "event_time='ts', arrival_order='kafka_offset', partition_by='part'"
@@ -309,44 +306,20 @@ def test_two_runs_at_the_same_time_append_each_record_once(scratch_project, spar
     records = random_records(random.Random(12), 40)
     stream.append(*records[:10])
     stream.run()
-    path = stream.project.path
-
-    def run_a_paused_at(step, meanwhile=()):
-        """Run A paused at `step` while `meanwhile` records are committed and run B goes through:
-        A's exit code and log."""
-        log = path / f"run_a_{step}.log"
-        env = {**os.environ, "INCREMENTAL_JOINS_SQL_AT": step,
-               "INCREMENTAL_JOINS_SQL": "select reflect('java.lang.Thread', 'sleep', cast(45000 as bigint))"}
-        with open(log, "w") as out:
-            run_a = subprocess.Popen([sys.executable, "-m", "dbt.cli.main", "run", "--project-dir", str(path), "--profiles-dir", str(path),
-                                      "--target", stream.project.target], env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 300
-            while f"running INCREMENTAL_JOINS_SQL at {step}" not in log.read_text():
-                assert run_a.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.5)
-            if meanwhile:
-                stream.append(*meanwhile)
-            stream.run()                                        # run B, while A sleeps
-            return run_a.wait(timeout=300), log.read_text()
-        finally:
-            run_a.kill()
-
     stream.append(*records[10:15])
-    code, log = run_a_paused_at("before_pin", records[15:20])
+    code, log = run_paused_at(stream.project, "before_pin", lambda: (stream.append(*records[15:20]), stream.run()))
     assert code != 0 and "This run stopped before its first write: nothing was written." in log, log
     assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
 
     stream.append(*records[20:30])
-    appends = lambda: sum(r["operation"] == "WRITE" for r in spark.sql(f"describe history {stream.schema}.d").collect())
-    before = appends()
-    code, log = run_a_paused_at("after_pin")
+    appends = output_appends(spark, f"{stream.schema}.d")
+    code, log = run_paused_at(stream.project, "after_pin", stream.run)
     assert code == 0, log
     assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
     # One append of the new records: Delta skipped the other run's (no commit).
-    assert appends() == before + 1
+    assert output_appends(spark, f"{stream.schema}.d") == appends + 1
     stream.append(*records[30:35])
-    code, log = run_a_paused_at("before_pin")
+    code, log = run_paused_at(stream.project, "before_pin", stream.run)
     assert code == 0, log
     assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
     stream.append(*records[35:])                               # the runs after it read on from there

@@ -9,7 +9,8 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import error_of, failing_at, newest_version, random_seeds, running_at, sources_yml, sql_literal, tblproperties
+from conftest import THRIFT
+from fk_join_harness import error_of, failing_at, newest_version, output_appends, random_seeds, run_paused_at, running_at, sources_yml, sql_literal, tblproperties
 
 # The table `prices` (product, price, valid_from, deleted): one row per product; a version is a
 # row's state after a commit, `deleted` marks a tombstone at its valid_from. The stream `orders`
@@ -595,6 +596,30 @@ def test_a_run_that_another_run_of_the_model_overlaps_stops(scratch_project, spa
             f"this run read version {read} and wrote 0 more): two runs of one stream_table_join model at the same time can both append "
             "the same records. This run stopped before its first write: nothing was written.") in error_of(failed)
     assert [newest(t) for t in tables] == before
+    j.run()
+    assert j.output("stj") == j.expected("stj")
+
+
+@pytest.mark.skipif(not THRIFT, reason="two dbt processes against one cluster: thrift mode")
+def test_two_runs_on_the_same_versions_emit_each_record_once(scratch_project, spark):
+    """As deduplicate's two-process test (tests/test_deduplicate.py), the overlap that repeats a pin:
+    run A (another process) pauses after its pin while run B takes that pin for an interrupted
+    run's and goes through; A, woken, makes the same writes, and Delta skips its append of the same
+    stream version (append_once). Both runs end well, the output has one append of the run's
+    records, each record once, and a run after them reads on."""
+    ref = reference.StreamTableJoin("left", 100, 10)
+    j = Join(scratch_project, spark, {"stj": model("left", "100 seconds", "10 seconds")}, {"stj": ref})
+    j.table(("p", 0, "p0"))
+    j.stream(("p", 5, "1"), ("p", 30, "1"))
+    j.run()
+    j.table(("p", 20, "p20"))
+    j.stream(("p", 40, "1"), ("q", 45, "1"), ("p", 60, "1"))      # releases 30, 40, 45
+    appends = output_appends(spark, f"{j.schema}.stj")
+    code, log = run_paused_at(j.project, "after_pin", j.run)
+    assert code == 0, log
+    assert j.output("stj") == j.expected("stj")
+    assert output_appends(spark, f"{j.schema}.stj") == appends + 1
+    j.stream(("p", 90, "1"))
     j.run()
     assert j.output("stj") == j.expected("stj")
 
