@@ -55,10 +55,10 @@ def test_ci_splits_the_suite_by_the_time_session_mode_takes(tmp_path):
     assert (mode, args, until) == ("session", "", None) and takes
     assert thrift == ("thrift", takes, "", 72 - 20)
     worked = takes.split()
-    # 35 min: thrift mode the worked examples (and the two-processes test), not every test.
+    # 35 min: thrift mode the worked examples (and the two two-processes tests), not every test.
     calls, printed = run_script(tmp_path, [35, 33])
     assert [c[:2] + c[3:] for c in calls] == [("session", takes, None), ("thrift", takes, 72 - 35)]
-    assert calls[1][2].split()[:len(worked)] == worked and len(calls[1][2].split()) == len(worked) + 1
+    assert calls[1][2].split()[:len(worked)] == worked and len(calls[1][2].split()) == len(worked) + 2
     assert "too late for every test" in printed and "no time left" not in printed
     # Thrift mode slower than estimated: the worked examples it did not start, session mode runs.
     late = ["tests/test_value_types.py::test_a[x]", "tests/test_runtime.py::test_b"]
@@ -67,11 +67,11 @@ def test_ci_splits_the_suite_by_the_time_session_mode_takes(tmp_path):
     assert calls[2][1:] == ("", " ".join(sorted(late)), None)
     assert "no time left for 2 of the tests session mode left to it" in printed
     # 45 min: too late for the worked examples in thrift mode: session mode runs them itself,
-    # then thrift mode its last tier (the integration project and the two-processes test), which
+    # then thrift mode its last tier (the integration project and the two-processes tests), which
     # leaves none to session mode.
     calls, printed = run_script(tmp_path, [45, 20, 7])
     assert calls[0][:2] == ("session", takes) and calls[1][:3] == ("session", "", " ".join(worked))
-    assert calls[2][:2] == ("thrift", "") and calls[2][2].split()[0] == "tests/test_runtime.py" and len(calls[2][2].split()) == 2
+    assert calls[2][:2] == ("thrift", "") and calls[2][2].split()[0] == "tests/test_runtime.py" and len(calls[2][2].split()) == 3
     assert calls[2][3] == 72 - 65
     # 43 + 28 min: then too little time is left for thrift mode to start a test (after minute
     # 70, two before its limit), which the run says (before: it started a cluster for nothing).
