@@ -95,15 +95,20 @@
 {#- Record the versions this run reads as pending, before its first write. -#}
 {% macro pin_versions(run) %}
   {%- if flags.EMPTY -%}{{ return(none) }}{%- endif -%}  {#- nothing read (run_inputs) -#}
+  {% do incremental_joins.inject_failure('before_pin') %}
+  {% if run.sole %}{% do incremental_joins.assert_sole_run('pin', run) %}{% endif %}
+  {% do incremental_joins.write_highwater('pin', incremental_joins.pin_rows(run)) %}
+  {% do incremental_joins.inject_failure('after_pin') %}
+{% endmacro %}
+
+{#- The highwater rows of this run's pin: per input (and pinned state table), the version consumed
+    and the one the run reads as pending. -#}
+{% macro pin_rows(run) %}
   {%- set rows = {} -%}
   {%- for name, v in run.versions.items() -%}
     {%- do rows.update({name: {'version': run.highwater.get(name, {}).get('version'), 'pending': v, 'commit': run.highwater.get(name, {}).get('commit')}}) -%}
   {%- endfor -%}
-  {%- do model.update({'incremental_joins_pin': rows}) -%}  {#- for assert_sole_run -#}
-  {% do incremental_joins.inject_failure('before_pin') %}
-  {% if run.sole %}{% do incremental_joins.assert_sole_run('pin') %}{% endif %}
-  {% do incremental_joins.write_highwater('pin', rows) %}
-  {% do incremental_joins.inject_failure('after_pin') %}
+  {{ return(rows) }}
 {% endmacro %}
 
 {#- The write option (`insert into <output> <append_once(v)> ...`) that makes a stream operator's
@@ -112,9 +117,10 @@
     skips any later write of the same id and a version not above the recorded one — the same append
     of a retried run, or of another run that took this run's pin for an interrupted run's and
     repeated it (two runs of one model at the same time, assert_sole_run); of two committing at the
-    same instant, Delta's conflict check fails the second (by its design; not reproduced). An output appends only records newer than the version of its last
-    append, so the version grows with every append; `create or replace` (a full refresh) forgets
-    the ids. Where statements carry no write options (highwater_notes), none. -#}
+    same instant, Delta's conflict check fails the second (by its design; not reproduced). An
+    output appends only records newer than the version of its last append, so the version grows
+    with every append; `create or replace` (a full refresh) forgets the ids. Where statements carry
+    no write options (highwater_notes), none. -#}
 {% macro append_once(version) %}
   {{ return("with ('txnAppId' = 'incremental_joins.append', 'txnVersion' = '" ~ version ~ "')" if version is not none and incremental_joins.highwater_notes() else '') }}
 {% endmacro %}
@@ -176,7 +182,7 @@
     version is not read, and nothing is checked. Reads the commits since this run's read with
     `history` (one `describe history`, no Spark job; a second when there are more than the run's
     own). -#}
-{% macro assert_sole_run(step) %}
+{% macro assert_sole_run(step, run) %}
   {%- set seen = model.get('incremental_joins_highwater_seen') -%}
   {%- if not seen -%}{{ return(none) }}{%- endif -%}
   {%- set expected = seen.version + seen.writes -%}
@@ -185,7 +191,7 @@
   {%- set maintenance = ['OPTIMIZE', 'VACUUM START', 'VACUUM END', 'SET TBLPROPERTIES', 'UNSET TBLPROPERTIES', 'REORG'] -%}
   {%- set writes = commits | selectattr('version', 'gt', seen.version) | rejectattr('operation', 'in', maintenance) | list -%}
   {#- newest < expected: fewer commits than the run's own, the table replaced. -#}
-  {%- if newest < expected or writes | length != seen.writes and not incremental_joins.same_pin(writes, model.get('incremental_joins_pin')) -%}
+  {%- if newest < expected or (writes | length != seen.writes and not incremental_joins.same_pin(writes, incremental_joins.pin_rows(run))) -%}
     {%- set msg -%}
 {{ model.name }}: another run of this model wrote its highwater table {{ incremental_joins.highwater_relation() }} while this run was running (it is at version {{ newest }}; this run read version {{ seen.version }} and wrote {{ seen.writes }} more): two runs of one {{ config.get('materialized') }} model at the same time can both append the same records.
       {%- if step == 'pin' %} This run stopped before its first write: nothing was written. Run the model from one job at a time.
@@ -196,13 +202,12 @@
   {%- endif -%}
 {% endmacro %}
 
-{#- Whether every highwater commit of `commits` is a pin of exactly this run's versions `pin` (as
-    pin_versions built them) or an advance to them, by the state its note carries: the other run
-    took this run's pin for an interrupted run's and repeated it, or both read the same versions,
-    so that every write it made is one this run makes too — the MERGEs change-minimal, the appends
-    once (append_once) — and the two runs end as one. A commit without a note is another's. -#}
+{#- Whether every highwater commit of `commits` is a pin of exactly this run's versions `pin`
+    (pin_rows) or an advance to them, by the state its note carries: the other run took this run's
+    pin for an interrupted run's and repeated it, or both read the same versions, so that every
+    write it made is one this run makes too — the MERGEs change-minimal, the appends once
+    (append_once) — and the two runs end as one. A commit without a note is another's. -#}
 {% macro same_pin(commits, pin) %}
-  {%- if not pin -%}{{ return(false) }}{%- endif -%}
   {%- for c in commits -%}
     {%- set note = incremental_joins.highwater_note(c) -%}
     {%- if note is none -%}{{ return(false) }}{%- endif -%}

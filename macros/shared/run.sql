@@ -153,7 +153,7 @@
     an earlier run gave and the config no longer names are revoked, as dbt's `table` does). -#}
 {% macro end_run(operator, started_at, stats, run) %}
   {% do incremental_joins.inject_failure('before_highwater') %}
-  {% if run.sole %}{% do incremental_joins.assert_sole_run('advance') %}{% endif %}
+  {% if run.sole %}{% do incremental_joins.assert_sole_run('advance', run) %}{% endif %}
   {% do incremental_joins.record_definition() %}
   {% do incremental_joins.advance_highwater(run.versions) %}
   {% do incremental_joins.release_staged() %}
