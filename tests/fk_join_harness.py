@@ -282,6 +282,11 @@ def output_appends(spark, table: str) -> int:
     return sum(r["operation"] == "WRITE" for r in spark.sql(f"describe history {table}").collect())
 
 
+def logged_inserts(spark, schema: str, model: str) -> int:
+    """The rows the run log says the model's runs inserted, all runs together."""
+    return spark.sql(f"select coalesce(sum(rows_inserted), 0) as n from {schema}.incremental_joins_run_log where model = '{model}'").collect()[0]["n"]
+
+
 def error_of(result) -> str:
     """The error messages of a failed dbt invocation."""
     assert not result.success

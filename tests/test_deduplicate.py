@@ -10,7 +10,7 @@ import pytest
 
 import reference
 from conftest import THRIFT
-from fk_join_harness import (CRASH_STEPS, error_of, failing_at, newest_version, output_appends, random_seeds, run_paused_at, running_at, sources_yml,
+from fk_join_harness import (CRASH_STEPS, error_of, failing_at, logged_inserts, newest_version, output_appends, random_seeds, run_paused_at, running_at, sources_yml,
                              sql_literal, tblproperties)
 
 BODY = "select * from {{ incremental_joins.stream(source('t', 'events')) }}"
@@ -316,12 +316,16 @@ def test_two_runs_at_the_same_time_append_each_record_once(scratch_project, spar
     code, log = run_paused_at(stream.project, "after_pin", stream.run)
     assert code == 0, log
     assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
-    # One append of the new records: Delta skipped the other run's (no commit).
+    # One append of the new records: Delta skipped the other run's (no commit), and the run log
+    # counts them once, for the run whose append committed.
     assert output_appends(spark, f"{stream.schema}.d") == appends + 1
+    assert logged_inserts(spark, stream.schema, "d") == len(stream.forwarded("d"))
+    assert "Delta skipped this run's append" in log, log
     stream.append(*records[30:35])
     code, log = run_paused_at(stream.project, "before_pin", stream.run)
     assert code == 0, log
     assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))
+    assert logged_inserts(spark, stream.schema, "d") == len(stream.forwarded("d"))
     stream.append(*records[35:])                               # the runs after it read on from there
     stream.run()
     assert stream.forwarded("d") == sorted(reference.deduplicate(stream.records, 10))

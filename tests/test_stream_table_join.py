@@ -10,7 +10,7 @@ import pytest
 
 import reference
 from conftest import THRIFT
-from fk_join_harness import error_of, failing_at, newest_version, output_appends, random_seeds, run_paused_at, running_at, sources_yml, sql_literal, tblproperties
+from fk_join_harness import error_of, failing_at, logged_inserts, newest_version, output_appends, random_seeds, run_paused_at, running_at, sources_yml, sql_literal, tblproperties
 
 # The table `prices` (product, price, valid_from, deleted): one row per product; a version is a
 # row's state after a commit, `deleted` marks a tombstone at its valid_from. The stream `orders`
@@ -619,9 +619,13 @@ def test_two_runs_on_the_same_versions_emit_each_record_once(scratch_project, sp
     assert code == 0, log
     assert j.output("stj") == j.expected("stj")
     assert output_appends(spark, f"{j.schema}.stj") == appends + 1
+    # The run log counts them once: the run whose append Delta skipped says 0.
+    assert logged_inserts(spark, j.schema, "stj") == len(j.output("stj"))
+    assert "Delta skipped this run's append" in log, log
     j.stream(("p", 90, "1"))
     j.run()
     assert j.output("stj") == j.expected("stj")
+    assert logged_inserts(spark, j.schema, "stj") == len(j.output("stj"))
 
 
 def test_errors(scratch_project, spark):

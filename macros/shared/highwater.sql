@@ -119,10 +119,26 @@
     repeated it (two runs of one model at the same time, assert_sole_run); of two committing at the
     same instant, Delta's conflict check fails the second (by its design; not reproduced). An
     output appends only records newer than the version of its last append, so the version grows
-    with every append; `create or replace` (a full refresh) forgets the ids. Where statements carry
-    no write options (highwater_notes), none. -#}
+    with every append; `create or replace` (a full refresh) forgets the ids. The commit's user
+    metadata names the dbt invocation (append_skipped). Where statements carry no write options
+    (highwater_notes), none. -#}
 {% macro append_once(version) %}
-  {{ return("with ('txnAppId' = 'incremental_joins.append', 'txnVersion' = '" ~ version ~ "')" if version is not none and incremental_joins.highwater_notes() else '') }}
+  {%- if version is none or not incremental_joins.highwater_notes() -%}{{ return('') }}{%- endif -%}
+  {{ return("with ('txnAppId' = 'incremental_joins.append', 'txnVersion' = '" ~ version ~ "', 'userMetadata' = "
+            ~ incremental_joins.string_literal(tojson({'incremental_joins_append': invocation_id})) ~ ")") }}
+{% endmacro %}
+
+{#- Whether Delta skipped this run's append (append_once) because another run of the model, on the
+    same pinned versions at the same time (assert_sole_run), had committed it: none of the output's
+    newest commits names this dbt invocation. Read only after such an overlap, so that the run
+    log counts each appended record once. -#}
+{% macro append_skipped() %}
+  {%- for c in run_query('describe history ' ~ this ~ ' limit 10').rows -%}
+    {%- if c['userMetadata'] and c['userMetadata'].startswith('{"incremental_joins_append"') and fromjson(c['userMetadata']).incremental_joins_append == invocation_id -%}
+      {{ return(false) }}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(true) }}
 {% endmacro %}
 
 {#- The last write of a run: the pinned versions become the consumed ones. -#}
@@ -181,10 +197,10 @@
     are not another run's. Where the highwater's commits carry no notes (highwater_notes) the
     version is not read, and nothing is checked. Reads the commits since this run's read with
     `history` (one `describe history`, no Spark job; a second when there are more than the run's
-    own). -#}
+    own). Returns whether another run's commits of the same pin were found. -#}
 {% macro assert_sole_run(step, run) %}
   {%- set seen = model.get('incremental_joins_highwater_seen') -%}
-  {%- if not seen -%}{{ return(none) }}{%- endif -%}
+  {%- if not seen -%}{{ return(false) }}{%- endif -%}
   {%- set expected = seen.version + seen.writes -%}
   {%- set commits = incremental_joins.history(incremental_joins.highwater_relation(), seen.version, expected) -%}
   {%- set newest = commits[0]['version'] | int -%}
@@ -200,6 +216,7 @@
     {%- endset -%}
     {{ exceptions.raise_compiler_error(msg) }}
   {%- endif -%}
+  {{ return(writes | length != seen.writes) }}
 {% endmacro %}
 
 {#- Whether every highwater commit of `commits` is a pin of exactly this run's versions `pin`

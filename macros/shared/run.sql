@@ -153,7 +153,12 @@
     an earlier run gave and the config no longer names are revoked, as dbt's `table` does). -#}
 {% macro end_run(operator, started_at, stats, run) %}
   {% do incremental_joins.inject_failure('before_highwater') %}
-  {% if run.sole %}{% do incremental_joins.assert_sole_run('advance', run) %}{% endif %}
+  {#- Another run of the model on the same versions at the same time: if its append came first,
+      Delta skipped this run's, whose records are then that run's to count. -#}
+  {% if run.sole and incremental_joins.assert_sole_run('advance', run) and stats.mode == 'incremental' and stats.get('rows_inserted') and incremental_joins.append_skipped() %}
+    {{ log(model.name ~ ': another run of this model on the same input versions appended the same ' ~ stats.rows_inserted ~ " records first; Delta skipped this run's append (rows_inserted 0)", info=true) }}
+    {% do stats.update({'rows_inserted': 0}) %}
+  {% endif %}
   {% do incremental_joins.record_definition() %}
   {% do incremental_joins.advance_highwater(run.versions) %}
   {% do incremental_joins.release_staged() %}
