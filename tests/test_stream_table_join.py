@@ -621,7 +621,6 @@ def test_two_runs_on_the_same_versions_emit_each_record_once(scratch_project, sp
     assert output_appends(spark, f"{j.schema}.stj") == appends + 1
     # The run log counts them once: the run whose append Delta skipped says 0.
     assert logged_inserts(spark, j.schema, "stj") == len(j.output("stj"))
-    assert "Delta skipped this run's append" in log, log
     j.stream(("p", 90, "1"))
     j.run()
     assert j.output("stj") == j.expected("stj")
