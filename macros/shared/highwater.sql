@@ -131,8 +131,10 @@
 {#- Whether Delta skipped this run's append (append_once) because another run of the model, on the
     same pinned versions at the same time (assert_sole_run), had committed it: none of the output's
     newest commits names this dbt invocation. Read only after such an overlap, so that the run
-    log counts each appended record once. -#}
+    log counts each appended record once. Where appends carry no options (highwater_notes), it
+    cannot tell: false. -#}
 {% macro append_skipped() %}
+  {%- if not incremental_joins.highwater_notes() -%}{{ return(false) }}{%- endif -%}
   {%- for c in run_query('describe history ' ~ this ~ ' limit 10').rows -%}
     {%- if c['userMetadata'] and c['userMetadata'].startswith('{"incremental_joins_append"') and fromjson(c['userMetadata']).incremental_joins_append == invocation_id -%}
       {{ return(false) }}
