@@ -59,7 +59,7 @@ LONGEST_FIRST = [
     "tests/test_foreign_key_join.py::test_spec_worked_example_inner_and_left",                     # ~3.5
     "tests/test_foreign_key_join_errors.py::test_history_vacuumed_past_the_highwater_says_to_full_refresh",  # ~3.5
     "tests/test_deduplicate.py::test_two_runs_at_the_same_time_append_each_record_once",           # ~3.5, thrift mode only
-    "tests/test_stream_table_join.py::test_two_runs_on_the_same_versions_emit_each_record_once",   # ~1.5, thrift mode only
+    "tests/test_stream_table_join.py::test_two_runs_on_the_same_versions_emit_each_record_once",   # ~2, thrift mode only
     "tests/test_deduplicate.py::test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run",  # ~3
     "tests/test_stream_table_join.py::test_crash_and_rerun",                                      # ~3
 ]

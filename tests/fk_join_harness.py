@@ -282,9 +282,10 @@ def output_appends(spark, table: str) -> int:
     return sum(r["operation"] == "WRITE" for r in spark.sql(f"describe history {table}").collect())
 
 
-def logged_inserts(spark, schema: str, model: str) -> int:
-    """The rows the run log says the model's runs inserted, all runs together."""
-    return spark.sql(f"select coalesce(sum(rows_inserted), 0) as n from {schema}.incremental_joins_run_log where model = '{model}'").collect()[0]["n"]
+def logged_inserts(spark, schema: str, model: str, last: bool = False) -> int:
+    """The rows the run log says the model's runs inserted, all runs together (or its last run)."""
+    runs = f"select rows_inserted from {schema}.incremental_joins_run_log where model = '{model}'" + (" order by finished_at desc limit 1" if last else "")
+    return spark.sql(f"select coalesce(sum(rows_inserted), 0) as n from ({runs}) as r").collect()[0]["n"]
 
 
 def error_of(result) -> str:

@@ -52,7 +52,7 @@ ERRORS="tests/test_foreign_key_join_windowed.py tests/test_foreign_key_join_erro
   $DEDUP::test_errors_name_the_model_the_value_and_the_fix $DEDUP::test_a_run_that_another_run_of_the_model_overlaps_stops $STJ::test_a_run_that_another_run_of_the_model_overlaps_stops $CL::test_expired_tombstones_are_purged_and_stop_blocking_older_events
   $CL::test_errors_name_the_model_the_value_and_the_fix"
 # Thrift mode only (two dbt processes on one cluster: three overlaps of a deduplicate model, ~3.5
-# min; one of a stream_table_join model, ~2.5), in every tier.
+# min; one of a stream_table_join model, ~2), in every tier.
 AT_ONCE="$DEDUP::test_two_runs_at_the_same_time_append_each_record_once $STJ::test_two_runs_on_the_same_versions_emit_each_record_once"
 THRIFT_TIERS=(
   "215|every test|"

@@ -242,7 +242,7 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
         assert "injected failure at " + step in error_of(failed), step
         stream.run()
         assert stream.forwarded("by_key") == sorted(reference.deduplicate(stream.records, 10)), step
-        logged = spark.sql(f"select rows_inserted from {stream.schema}.incremental_joins_run_log where model = 'by_key' order by finished_at desc limit 1").collect()[0][0]
+        logged = logged_inserts(spark, stream.schema, "by_key", last=True)
         assert logged == (len(stream.forwarded("by_key")) - before if step == "after_pin" else 0), step
     # Where appends carry no write options (Databricks; here by the var), the re-run cannot look
     # for its own append and keeps its count.
@@ -252,7 +252,7 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     with failing_at("after_pin"):
         assert "injected failure at after_pin" in error_of(stream.run(vars=notes_off, check=False))
     stream.run(vars=notes_off)
-    logged = spark.sql(f"select rows_inserted from {stream.schema}.incremental_joins_run_log where model = 'by_key' order by finished_at desc limit 1").collect()[0][0]
+    logged = logged_inserts(spark, stream.schema, "by_key", last=True)
     assert logged == len(stream.forwarded("by_key")) - before > 0
     stream.append(*records[37:])
     stream.run()

@@ -82,14 +82,16 @@
   {%- if not incremental_joins.highwater_notes() -%}{{ return(none) }}{%- endif -%}
   {%- set newest = incremental_joins.newest_commit(incremental_joins.highwater_relation()) -%}
   {%- do model.update({'incremental_joins_highwater_seen': {'version': newest['version'] | int, 'writes': 0}}) -%}  {#- for assert_sole_run -#}
-  {{ return(incremental_joins.highwater_note(newest)) }}
+  {{ return(incremental_joins.commit_note(newest, 'incremental_joins_highwater')) }}
 {% endmacro %}
 
-{#- The state a highwater commit (a row of `describe history`) carries in its note
-    ({'state': ..., 'rows': n}; write_highwater), or none. -#}
-{% macro highwater_note(commit) %}
+{#- What a commit (a row of `describe history`) of the package notes under `name` in its user
+    metadata, or none: a highwater commit's state ('incremental_joins_highwater': {'state': ...,
+    'rows': n}; write_highwater), an append's dbt invocation ('incremental_joins_append';
+    append_once). -#}
+{% macro commit_note(commit, name) %}
   {%- set note = commit['userMetadata'] -%}
-  {{ return(fromjson(note).incremental_joins_highwater if note and note.startswith('{"incremental_joins_highwater"') else none) }}
+  {{ return(fromjson(note)[name] if note and note.startswith('{"' ~ name ~ '"') else none) }}
 {% endmacro %}
 
 {#- Record the versions this run reads as pending, before its first write. -#}
@@ -135,10 +137,8 @@
     cannot tell: false. -#}
 {% macro append_skipped() %}
   {%- if not incremental_joins.highwater_notes() -%}{{ return(false) }}{%- endif -%}
-  {%- for c in run_query('describe history ' ~ this ~ ' limit 10').rows -%}
-    {%- if c['userMetadata'] and c['userMetadata'].startswith('{"incremental_joins_append"') and fromjson(c['userMetadata']).incremental_joins_append == invocation_id -%}
-      {{ return(false) }}
-    {%- endif -%}
+  {%- for c in run_query('describe history ' ~ this ~ ' limit 10').rows if incremental_joins.commit_note(c, 'incremental_joins_append') == invocation_id -%}
+    {{ return(false) }}
   {%- endfor -%}
   {{ return(true) }}
 {% endmacro %}
@@ -228,7 +228,7 @@
     (append_once) — and the two runs end as one. A commit without a note is another's. -#}
 {% macro same_pin(commits, pin) %}
   {%- for c in commits -%}
-    {%- set note = incremental_joins.highwater_note(c) -%}
+    {%- set note = incremental_joins.commit_note(c, 'incremental_joins_highwater') -%}
     {%- if note is none -%}{{ return(false) }}{%- endif -%}
     {%- for name, row in pin.items() -%}
       {%- set theirs = note.state.get(name, {}) -%}

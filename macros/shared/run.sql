@@ -156,8 +156,7 @@
   {#- Another run of the model on the same versions at the same time (found by the check, or
       this run took its pin for an interrupted run's): if its append came first, Delta skipped
       this run's, whose records are then that run's to count. -#}
-  {% set overlapped = run.sole and incremental_joins.assert_sole_run('advance', run) %}
-  {% if (overlapped or run.sole and run.retry) and stats.mode == 'incremental' and stats.get('rows_inserted') and incremental_joins.append_skipped() %}
+  {% if run.sole and (incremental_joins.assert_sole_run('advance', run) or run.retry) and stats.mode == 'incremental' and stats.get('rows_inserted') and incremental_joins.append_skipped() %}
     {{ log(model.name ~ ': another run of this model on the same input versions appended the same ' ~ stats.rows_inserted ~ " records first; Delta skipped this run's append (rows_inserted 0)", info=true) }}
     {% do stats.update({'rows_inserted': 0}) %}
   {% endif %}
