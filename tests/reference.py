@@ -41,16 +41,31 @@ def changed_keys(before: dict, after: dict) -> set[tuple[str, object]]:
     return out
 
 
-def changelog_table(events: list[tuple[str, Optional[str], str, int, int]]) -> dict:
-    """SPEC §1: events (id, name, op, lsn, offset) in arrival order -> {id: (name, lsn)}.
-    An event applies when its sequence is at least the key's last applied one (a later arrival
-    wins a tie); a delete's sequence stays as a tombstone."""
+def changelog_state(events: list[tuple[str, Optional[str], str, int, int]]) -> dict:
+    """SPEC §1: events (id, name, op, lsn, offset) in arrival order -> {id: (lsn, (name, lsn) or
+    None for a tombstone)}, the last applied event of each key. An event applies when its sequence
+    is at least the key's last applied one (a later arrival wins a tie); a delete's sequence stays
+    as a tombstone."""
     last: dict[str, tuple[int, Optional[tuple]]] = {}
     for id_, name, op, lsn, _ in events:
         if id_ in last and lsn < last[id_][0]:
             continue
         last[id_] = (lsn, None if op == "d" else (name, lsn))
-    return {k: row for k, (_, row) in last.items() if row is not None}
+    return last
+
+
+def changelog_table(events: list[tuple[str, Optional[str], str, int, int]]) -> dict:
+    """The current-state table after `events`: {id: (name, lsn)}."""
+    return {k: row for k, (_, row) in changelog_state(events).items() if row is not None}
+
+
+def changelog_run_counts(before: list, run: list) -> tuple[int, int]:
+    """A run of the events `run` after the events `before`: (keys it changes, keys whose every
+    event of the run is older than the key's last applied one — late, ignored)."""
+    last = changelog_state(before)
+    keys = {id_ for id_, *_ in run}
+    applied = {id_ for id_, _, _, lsn, _ in run if id_ not in last or lsn >= last[id_][0]}
+    return len(applied), len(keys - applied)
 
 
 Record = tuple   # (part, k, id, ts_seconds, offset) in arrival order

@@ -34,6 +34,10 @@ def test_worked_examples(cl):
     cl.run()
     for m in both:
         assert cl.output(m) == {"1": ("anne", 2), "3": ("cy", 1)}, m
+    # The run log counts the applied event as an affected key, not as late (counted before the
+    # run's writes: after them the stored sequence equals the event's).
+    assert {k: cl.last_run()[k] for k in ("mode", "affected_keys", "late_records", "rows_deleted")} == \
+        {"mode": "incremental", "affected_keys": 1, "late_records": 0, "rows_deleted": 1}
 
     # An update older than the key's current sequence changes nothing, and writes nothing.
     version = {m: cl.version(m) for m in both}
@@ -108,12 +112,16 @@ def test_random_changelogs_over_random_runs_match_the_reference(scratch_project,
     rng = random.Random(seed)
     log = Changelog(rng, ids=[-2**63, -5, 0, 2**31, 2**40 + 1, 2**62, 2**63 - 1])
     for run in range(5):
+        before = len(log.events)
         for _ in range(rng.randint(1, 3)):                   # several input commits between runs
             cl.append(*log.batch())
         cl.run()
         expected = reference.changelog_table(log.events)
+        affected, late = reference.changelog_run_counts(log.events[:before], log.events[before:])
         for m in MODELS:
             assert cl.output(m) == expected, f"seed {seed}, run {run}, {m}"
+            logged = cl.last_run(m)
+            assert (logged["affected_keys"], logged["late_records"]) == (affected, late), f"seed {seed}, run {run}, {m}: the run log"
     cl.run("--full-refresh")
     for m in MODELS:
         assert cl.output(m) == reference.changelog_table(log.events), f"full refresh, {m}"
