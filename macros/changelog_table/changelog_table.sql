@@ -169,11 +169,6 @@
     {%- set bounds = incremental_joins.key_range(key_schema, counts[2], 't') -%}
     {%- set in_range = ' where ' ~ bounds if bounds else '' -%}
     {%- set applied = incremental_joins.stage('applied', 'select n.* from ' ~ newest ~ ' as n left join (select * from ' ~ sequences ~ ' as t' ~ in_range ~ ') as s on ' ~ incremental_joins.keys_match(keys, 'n', 's') ~ ' where ' ~ newer) -%}
-    {#- Counted before the writes: a staged view is computed again after a write to a table it
-        reads, and after the sequences' MERGE every applied event's sequence is the stored one, so
-        a count then found none (every applied event logged as late). Counting first also fills
-        the view's cache on Spark, which both MERGEs then read. -#}
-    {%- set applied_count = incremental_joins.scalar('select count(*) from ' ~ applied) -%}
   {%- endif -%}
   {#- The rows the output gets; versions pinned after their contract checks. -#}
   {%- set upserts = output_sql ~ (applied if full_reason is none else newest) ~ " where __ij_kind = 'upsert'" -%}
@@ -187,7 +182,12 @@
     {%- do incremental_joins.inject_failure('after_output_merge') -%}
     {#- Tombstones past retention go in the same MERGE: those of keys without events in this run
         (the others take their new state). -#}
-    {%- do incremental_joins.merge_changes(sequences, state_sql ~ applied, none, keys, state_columns, purge='t.__ij_deleted and t.__ij_commit_ts < ' ~ cutoff) -%}
+    {%- set stored = incremental_joins.merge_changes(sequences, state_sql ~ applied, none, keys, state_columns, purge='t.__ij_deleted and t.__ij_commit_ts < ' ~ cutoff) -%}
+    {#- The applied events, from that MERGE's counts: each is newer than its key's stored state
+        (sequence, then arrival), so it inserts or updates exactly one row of it; the purge only
+        deletes. Not a count of `applied` after the MERGE: Spark computes a staged view again after
+        a write to a table it reads, and every applied event then equals the stored state. -#}
+    {%- set applied_count = stored.inserted + stored.updated -%}
     {%- set mode = 'incremental' -%}
   {%- else -%}
     {%- set recompute = output_sql ~ '(' ~ incremental_joins.newest_events_sql(keys, events['values'], '(' ~ events.recompute_sql ~ ') as e') ~ ") as n where __ij_kind = 'upsert'" -%}
