@@ -129,25 +129,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("ungrouped"):   # failed before its fixtures build anything
         pytest.fail(f"pytest-xdist did not keep {item.nodeid}'s xdist_group in one worker (pytest {pytest.__version__}): "
                     "install the versions pyproject.toml pins (pip install -e '.[dev]')", pytrace=False)
-    if THRIFT and not item.get_closest_marker("skip"):
+    if not item.get_closest_marker("skip"):
         not_started_in_time(item)
 
 
 def not_started_in_time(item: pytest.Item) -> None:
-    """CI's thrift mode (tests/run.sh) starts no test after `INCREMENTAL_JOINS_THRIFT_UNTIL` (epoch
-    seconds), so that a machine slower than its estimate still ends inside CI's time: the test is
-    skipped before its fixtures build anything, and if it is one that session mode left to thrift
-    mode (`INCREMENTAL_JOINS_THRIFT_TAKES`), its id goes to the file `INCREMENTAL_JOINS_NOT_RUN`,
-    whose tests session mode then runs instead."""
-    until = os.environ.get("INCREMENTAL_JOINS_THRIFT_UNTIL")
+    """CI's run (tests/run.sh) starts no test after `INCREMENTAL_JOINS_UNTIL` (epoch seconds), in
+    either mode, so that a machine slower than its estimate still ends inside CI's time, saying
+    what it left out: the test is skipped before its fixtures build anything and its id goes to
+    the file `INCREMENTAL_JOINS_NOT_RUN`: in session mode every such test (tests/run.sh lists them
+    as not run at the end), in thrift mode only those session mode left to it
+    (`INCREMENTAL_JOINS_THRIFT_TAKES`), which session mode then runs instead (the others it ran)."""
+    until = os.environ.get("INCREMENTAL_JOINS_UNTIL")
     if not until or time.time() < float(until):
         return
-    taken = names_test(thrift_takes(), item.nodeid)
-    if taken:
+    taken = THRIFT and names_test(thrift_takes(), item.nodeid)
+    if taken or not THRIFT:
         with open(os.environ["INCREMENTAL_JOINS_NOT_RUN"], "a") as ids:   # one short append per test
             ids.write(without_group(item.nodeid) + "\n")
-    pytest.skip("not started in thrift mode: too late for CI's time limit; "
-                + ("session mode runs it next" if taken else "not one of those session mode left to thrift mode"))
+    pytest.skip("not started: too late for CI's time limit; " + (
+        "session mode runs it next" if taken else "not one of those session mode left to thrift mode" if THRIFT
+        else "listed as not run at the end of tests/run.sh's output"))
 
 
 @pytest.fixture(scope="session")
