@@ -136,6 +136,7 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
     cl.append(*log.batch())
     cl.run()
     for step in CRASH_STEPS:
+        before = len(log.events)
         cl.append(*log.batch())
         cl.append(*log.batch())
         with failing_at(step):
@@ -143,6 +144,9 @@ def test_run_interrupted_at_each_step_then_rerun_equals_a_clean_run(scratch_proj
         assert "injected failure at " + step in error_of(failed), step
         cl.run()
         assert cl.output() == reference.changelog_table(log.events), f"after a crash {step} and a re-run"
+        # The re-run logs the run's counts, also when the interrupted run had written them.
+        logged = cl.last_run("customers")
+        assert (logged["affected_keys"], logged["late_records"]) == reference.changelog_run_counts(log.events[:before], log.events[before:]), step
     cl.append(*log.batch())
     cl.run()
     assert cl.output() == reference.changelog_table(log.events), "the run after the repaired ones"

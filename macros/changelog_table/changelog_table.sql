@@ -163,12 +163,17 @@
   {%- set expired = "__ij_kind = 'delete' and __ij_commit_ts < " ~ cutoff -%}
 
   {%- if full_reason is none -%}
-    {%- set newer = "s.__ij_seq is null or n.__ij_seq > s.__ij_seq or (n.__ij_seq = s.__ij_seq and (n.__ij_commit > s.__ij_commit or (n.__ij_commit = s.__ij_commit and n.__ij_order > s.__ij_order)))" -%}
+    {#- Equal to the stored state (sequence, commit, arrival order) is the same event, read again
+        by a run retried after its sequences' MERGE committed: applied again (the writes change
+        nothing then), so that the retry's run log counts it as the interrupted run would have. -#}
+    {%- set newer = "s.__ij_seq is null or n.__ij_seq > s.__ij_seq or (n.__ij_seq = s.__ij_seq and (n.__ij_commit > s.__ij_commit or (n.__ij_commit = s.__ij_commit and n.__ij_order >= s.__ij_order)))" -%}
     {#- The run's keys' range, as literals, lets Delta skip the files of the sequences and of
         the output that hold none of them (key_range). -#}
     {%- set bounds = incremental_joins.key_range(key_schema, counts[2], 't') -%}
     {%- set in_range = ' where ' ~ bounds if bounds else '' -%}
     {%- set applied = incremental_joins.stage('applied', 'select n.* from ' ~ newest ~ ' as n left join (select * from ' ~ sequences ~ ' as t' ~ in_range ~ ') as s on ' ~ incremental_joins.keys_match(keys, 'n', 's') ~ ' where ' ~ newer) -%}
+    {#- A retried run's MERGEs may change nothing (the interrupted run's did): its count, before them. -#}
+    {%- set retried_count = run_query('select count(*) from ' ~ applied).rows[0][0] if run.retry else none -%}
   {%- endif -%}
   {#- The rows the output gets; versions pinned after their contract checks. -#}
   {%- set upserts = output_sql ~ (applied if full_reason is none else newest) ~ " where __ij_kind = 'upsert'" -%}
@@ -187,7 +192,7 @@
         (sequence, then arrival), so it inserts or updates exactly one row of it; the purge only
         deletes. Not a count of `applied` after the MERGE: Spark computes a staged view again after
         a write to a table it reads, and every applied event then equals the stored state. -#}
-    {%- set applied_count = stored.inserted + stored.updated -%}
+    {%- set applied_count = stored.inserted + stored.updated if retried_count is none else retried_count -%}
     {%- set mode = 'incremental' -%}
   {%- else -%}
     {%- set recompute = output_sql ~ '(' ~ incremental_joins.newest_events_sql(keys, events['values'], '(' ~ events.recompute_sql ~ ') as e') ~ ") as n where __ij_kind = 'upsert'" -%}
