@@ -146,17 +146,18 @@ case "${INCREMENTAL_JOINS_TEST_MODE:-}" in
       # CI's time and lists what it did not run. Nor does thrift mode start (its cluster takes ~1
       # min) with less than 2 minutes to go before that.
       last_start=8 never_run=()
-      INCREMENTAL_JOINS_THRIFT_TAKES="$WORKED" limited $(( budget / 60 - last_start )) session_mode
+      last_minute=$(( budget / 60 - last_start ))
+      INCREMENTAL_JOINS_THRIFT_TAKES="$WORKED" limited $last_minute session_mode
       never_run+=("${not_run_ids[@]}")
       thrift_tier
       if [ "$thrift_percent" = 0 ]; then
         echo "tests: session mode runs the operators' worked examples and the integration project itself, too late for thrift mode" >&2
-        limited $(( budget / 60 - last_start )) session_mode $WORKED
+        limited $last_minute session_mode $WORKED
         never_run+=("${not_run_ids[@]}")
       fi
       if fits $(( last_start + 2 )); then
         INCREMENTAL_JOINS_THRIFT_TAKES="$([ "$thrift_percent" = 0 ] || echo $WORKED)" \
-          limited $(( budget / 60 - last_start )) thrift_mode $thrift_tests
+          limited $last_minute thrift_mode $thrift_tests
         if [ ${#not_run_ids[@]} -gt 0 ]; then
           echo "tests: thrift mode had no time left for ${#not_run_ids[@]} of the tests session mode left to it; session mode runs them" >&2
           # in the 10 minutes the budget keeps to spare, but for the last 5

@@ -173,7 +173,7 @@
     {%- set in_range = ' where ' ~ bounds if bounds else '' -%}
     {%- set applied = incremental_joins.stage('applied', 'select n.* from ' ~ newest ~ ' as n left join (select * from ' ~ sequences ~ ' as t' ~ in_range ~ ') as s on ' ~ incremental_joins.keys_match(keys, 'n', 's') ~ ' where ' ~ newer) -%}
     {#- A retried run's MERGEs may change nothing (the interrupted run's did): its count, before them. -#}
-    {%- set retried_count = run_query('select count(*) from ' ~ applied).rows[0][0] if run.retry else none -%}
+    {%- set retried_count = incremental_joins.scalar('select count(*) from ' ~ applied) if run.retry else none -%}
   {%- endif -%}
   {#- The rows the output gets; versions pinned after their contract checks. -#}
   {%- set upserts = output_sql ~ (applied if full_reason is none else newest) ~ " where __ij_kind = 'upsert'" -%}
