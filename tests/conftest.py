@@ -143,15 +143,12 @@ def not_started_in_time(item: pytest.Item) -> None:
     until = os.environ.get("INCREMENTAL_JOINS_UNTIL")
     if not until or time.time() < float(until):
         return
-    if not THRIFT:
-        why = "listed as not run at the end of tests/run.sh's output"
-    elif names_test(thrift_takes(), item.nodeid):
-        why = "session mode runs it next"
-    else:   # session mode ran it
-        pytest.skip("not started: too late for CI's time limit; not one of those session mode left to thrift mode")
+    late = "not started: too late for CI's time limit; "
+    if THRIFT and not names_test(thrift_takes(), item.nodeid):   # session mode ran it
+        pytest.skip(late + "not one of those session mode left to thrift mode")
     with open(os.environ["INCREMENTAL_JOINS_NOT_RUN"], "a") as ids:   # one short append per test
         ids.write(without_group(item.nodeid) + "\n")
-    pytest.skip("not started: too late for CI's time limit; " + why)
+    pytest.skip(late + ("session mode runs it next" if THRIFT else "listed as not run at the end of tests/run.sh's output"))
 
 
 @pytest.fixture(scope="session")
