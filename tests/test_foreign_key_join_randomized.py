@@ -2,9 +2,10 @@
 deletes on both sides, FK moves and nulls, applied over random run boundaries. After every run,
 every model equals the reference and its change feed holds exactly the rows whose value changed;
 a full refresh and a crashed-then-retried run give the same result. The randomized runs key both
-tables by bigint (negative, beyond int, the type's largest), the crash test by string (keys that
-differ only in case, a quote, a backslash): a run's key ranges prune the output and the index, and
-those ranges are written as literals of the key's type."""
+tables by bigint (negative, beyond int, the type's largest) when the seed is odd — CI's seed 7 —
+and by string (keys that differ only in case, a quote, a backslash) when it is even; the crash test
+by string: a run's key ranges prune the output and the index, and those ranges are written as
+literals of the key's type."""
 
 from __future__ import annotations
 
@@ -81,8 +82,9 @@ class World:
 @pytest.mark.parametrize("seed", random_seeds(7))
 def test_random_changes_over_random_runs_match_the_reference(scratch_project, spark, seed):
     rng = random.Random(seed)
-    fk = FkJoinProject.create(scratch_project, spark, models=RANDOM_MODELS, key_type="bigint")
-    world = World(fk, rng, "bigint")
+    key_type = "bigint" if seed % 2 else "string"
+    fk = FkJoinProject.create(scratch_project, spark, models=RANDOM_MODELS, key_type=key_type)
+    world = World(fk, rng, key_type)
     before = {m: {} for m in RANDOM_MODELS}
     index_entries: dict[str, int] = {}
     compacted: dict[str, bool] = {}
