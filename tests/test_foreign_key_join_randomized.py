@@ -14,7 +14,7 @@ import random
 import pytest
 
 import reference
-from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of, failing_at, random_seeds, runnable_models
+from fk_join_harness import CRASH_STEPS, MODELS, FkJoinProject, error_of, failing_at, key_type_of, random_seeds, runnable_models
 
 # Per key type: left keys, right keys, a foreign key no right row has, and a right key no left row
 # references.
@@ -82,7 +82,7 @@ class World:
 @pytest.mark.parametrize("seed", random_seeds(7))
 def test_random_changes_over_random_runs_match_the_reference(scratch_project, spark, seed):
     rng = random.Random(seed)
-    key_type = "bigint" if seed % 2 else "string"
+    key_type = key_type_of(seed)
     fk = FkJoinProject.create(scratch_project, spark, models=RANDOM_MODELS, key_type=key_type)
     world = World(fk, rng, key_type)
     before = {m: {} for m in RANDOM_MODELS}
